@@ -1,0 +1,150 @@
+"""``proctor`` command line: thin typer commands over the library.
+
+Exit codes: 0 a reward was computed (whatever its value), 2 bad usage or task
+configuration, 3 infrastructure error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from proctor.errors import InfraError, ProctorError, TaskConfigError
+from proctor.record import RewardRecord
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Decomposed, tamper-resistant rewards for coding-agent patches.")
+task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate tasks.")
+image_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image (offline).")
+app.add_typer(task_app, name="task")
+app.add_typer(image_app, name="image")
+out = Console()
+err = Console(stderr=True)
+
+EXIT_CONFIG, EXIT_INFRA = 2, 3
+
+
+def _exit_for(exc: ProctorError) -> int:
+    return EXIT_CONFIG if isinstance(exc, TaskConfigError) else EXIT_INFRA
+
+
+def _render(rec: RewardRecord) -> None:
+    table = Table(title=f"{rec.task_id}  rollout {rec.rollout_id[:12]}", show_lines=False)
+    table.add_column("component")
+    table.add_column("value", justify="right")
+    table.add_column("weight", justify="right")
+    table.add_column("note")
+    for name, value in rec.components.items():
+        table.add_row(name, "null" if value is None else f"{value:.3f}",
+                      f"{rec.weights.get(name, 0.0):.3f}", rec.component_notes.get(name, ""))
+    for name, amount in rec.penalties.items():
+        table.add_row(f"penalty {name}", f"-{amount:.3f}", "", "")
+    table.add_row("diff cost", f"-{rec.diff_cost:.4f}", "", "")
+    for suite, t in rec.tests.items():
+        table.add_row(f"{suite} FAIL_TO_PASS", f"{t.f2p_passed}/{t.f2p_total}", "", "")
+        table.add_row(f"{suite} PASS_TO_PASS broken", f"{t.p2p_failed}/{t.p2p_total}", "", "")
+    out.print(table)
+    if rec.integrity.violated:
+        out.print(f"[red]integrity violation[/red]: {'; '.join(rec.integrity.reasons)}")
+    if rec.reason:
+        out.print(f"reason: {rec.reason} {rec.component_notes.get('reason', '')}")
+    if rec.status == "error":
+        out.print(f"[red]error[/red] ({rec.error.kind}): {rec.error.message}")
+        return
+    v = rec.verdict
+    out.print(f"total reward [bold]{rec.reward:.4f}[/bold]   verdict [bold]{v.gate}[/bold] "
+              f"({v.score:.1f}/100){'  blockers: ' + '; '.join(v.blockers) if v.blockers else ''}")
+
+
+@app.command()
+def score(
+    task: Path = typer.Argument(..., help="Task directory (task.toml, repo/, hidden/)."),
+    patch: Path = typer.Argument(..., help="Unified diff file ('-' for stdin)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the reward record as JSON."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the record here."),
+    image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
+    rollout_id: str | None = typer.Option(None, help="Rollout id to record."),
+) -> None:
+    """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict."""
+    from proctor.harness.executor import score as score_patch
+
+    if str(patch) == "-":
+        data = typer.get_binary_stream("stdin").read()
+    elif patch.is_file():
+        data = patch.read_bytes()
+    else:
+        err.print(f"patch file not found: {patch}")
+        raise typer.Exit(EXIT_CONFIG)
+    rec = score_patch(task, data, image=image, rollout_id=rollout_id)
+    if output:
+        output.write_text(rec.to_json() + "\n")
+    if as_json:
+        print(rec.to_json())
+    else:
+        _render(rec)
+    if rec.status == "error":
+        raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the reward record."""
+    print(json.dumps(RewardRecord.model_json_schema(by_alias=True), indent=2))
+
+
+@task_app.command("check")
+def task_check(
+    task: Path = typer.Argument(..., help="Task directory."),
+    image: str | None = typer.Option(None, help="Sandbox image tag."),
+    refresh: bool = typer.Option(False, help="Recompute the baseline even if cached."),
+) -> None:
+    """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
+    from proctor.harness.suites_in_sandbox import baseline_runner
+    from proctor.harness.task import load_task
+    from proctor.sandbox.engine import docker_client
+    from proctor.sandbox.image import resolve_image
+    from proctor.suites.baseline import load_or_compute_baseline
+
+    try:
+        loaded = load_task(task)
+        tag, image_id = resolve_image(docker_client(), image)
+        b = load_or_compute_baseline(loaded, image_id, baseline_runner(loaded, tag), refresh)
+    except ProctorError as exc:
+        err.print(f"[red]task invalid[/red]: {exc}" if isinstance(exc, TaskConfigError)
+                  else f"[red]error[/red]: {exc}")
+        raise typer.Exit(_exit_for(exc)) from None
+    table = Table(title=f"{loaded.id}: baseline {b.key[:12]} ({b.runs} runs"
+                        f"{', with reference' if b.has_reference else ''})")
+    for col in ("suite", "class", "test id / reason"):
+        table.add_column(col)
+    for suite, s in b.suites.items():
+        for t in s.fail_to_pass:
+            table.add_row(suite, "FAIL_TO_PASS", t)
+        for t, why in s.quarantined.items():
+            table.add_row(suite, "quarantined", f"{t} ({why})")
+        table.add_row(suite, "PASS_TO_PASS", f"{len(s.pass_to_pass)} tests")
+    out.print(table)
+    out.print("[green]task valid[/green]")
+
+
+@image_app.command("build")
+def image_build(
+    base: str | None = typer.Option(None, help="Base image with python3 and git to pull "
+                                    "(default: a Debian base made with debootstrap)."),
+) -> None:
+    """Build the sandbox image offline; prints its content-addressed tag."""
+    from proctor.sandbox.image import DEFAULT_BASE, build_image
+
+    try:
+        print(build_image(base or DEFAULT_BASE))
+    except InfraError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(EXIT_INFRA) from None
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,218 @@
+"""Score one patch: the pipeline of DESIGN section 2, in order.
+
+    1. integrity   parse the diff, normalise paths, match forbidden rules (no copy, no container)
+    2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply`
+    4. measure     compiled, public tests (pristine), hidden tests (copied in now), static
+    5. reward      pure function of the measurements
+
+Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
+caught once here and returned as ``status="error"`` with ``reward=None``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from proctor.errors import ProctorError
+from proctor.harness.diffstat import code_lines_changed
+from proctor.harness.forbidden import ForbiddenRules
+from proctor.harness.integrity import (
+    PatchSummary,
+    PatchUnparseable,
+    check_integrity,
+    git_listed_paths,
+)
+from proctor.harness.patch_input import ScreenedPatch, screen_patch
+from proctor.harness.suites_in_sandbox import (
+    baseline_runner,
+    open_task_sandbox,
+    run_hidden,
+    run_public,
+)
+from proctor.harness.task import Task, load_task
+from proctor.harness.workspace import REPO, apply_patch
+from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
+from proctor.rewards.components import static_score
+from proctor.rewards.gate import gate_verdict
+from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
+from proctor.sandbox.base import Limits
+from proctor.sandbox.engine import docker_client
+from proctor.sandbox.image import resolve_image
+from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
+from proctor.suites.compile_check import check_compiles
+from proctor.suites.pytest_runner import SuiteRun
+from proctor.suites.snapshot import snapshot_changed_files
+from proctor.suites.static_analysis import run_static_analysis
+from proctor.version import __version__
+
+#: Reward of an honest failure that changed nothing measurable (empty, unparseable, did not
+#: apply): exactly what an empty patch earns. Strictly above an integrity violation.
+HONEST_FAILURE_REWARD = 0.0
+STEP_TIMEOUT_S = 120.0
+
+
+class _Deadline:
+    """Per-patch time budget: each step gets min(its own timeout, what is left)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def budget(self, step: float) -> float:
+        return max(1.0, min(step, self.end - time.monotonic()))
+
+
+def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
+          group_id: str | None = None, sample_index: int | None = None,
+          image: str | None = None, limits: Limits = Limits()) -> RewardRecord:
+    """Score one patch against one task; never raises for the patch's or the harness's faults.
+
+    Args:
+        task: a loaded :class:`Task` or a task directory.
+        patch: the unified diff (bytes as the agent produced them, or text).
+        image: sandbox image tag; default is the image ``proctor image build`` made.
+
+    Returns:
+        A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
+        floor, no clamp; -1.0 exactly for an integrity violation), or ``status="error"``
+        with ``reward=None`` and ``error`` (kind, message, retryable) when the task is
+        invalid or the infrastructure failed.
+    """
+    started = time.monotonic()
+    data = patch.encode("utf-8") if isinstance(patch, str) else bytes(patch)
+    screened = screen_patch(data)
+    task_id = task.id if isinstance(task, Task) else Path(task).name
+    rec = RewardRecord(
+        task_id=task_id, rollout_id=rollout_id or uuid.uuid4().hex, group_id=group_id,
+        sample_index=sample_index, status="scored", reward=None,
+        env=EnvInfo(proctor_version=__version__, patch_sha256=screened.sha256),
+    )
+    try:
+        task = task if isinstance(task, Task) else load_task(task)
+        rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
+        _run_pipeline(rec, task, screened, data, image, limits)
+    except ProctorError as exc:
+        rec.status, rec.reward, rec.verdict = "error", None, None
+        rec.error = ErrorInfo(kind=exc.kind, message=str(exc), retryable=exc.retryable)
+        rec.flags.exclude_from_advantage = True
+    rec.timing["total_s"] = round(time.monotonic() - started, 3)
+    return rec
+
+
+def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+                  image: str | None, limits: Limits) -> None:
+    deadline = _Deadline(task.config.timeouts.per_patch)
+    timer = _PhaseTimer(rec)
+
+    # 1. Integrity: before anything is copied or started.
+    if screened.reason:
+        return _honest_failure(rec, screened.reason, screened.message)
+    with timer("integrity"):
+        rules = ForbiddenRules.for_task(task.config.forbidden, task.hidden_files)
+        try:
+            summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data))
+        except PatchUnparseable as exc:
+            return _honest_failure(rec, "patch_unparseable", str(exc))
+    rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
+                              paths=list(verdict.paths))
+    if verdict.violated:
+        rec.reward, rec.reason = INTEGRITY_VIOLATION_REWARD, "integrity_violation"
+        rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation"])
+        return None
+
+    # 2. Baseline (cached per task + image + Proctor version).
+    with timer("baseline"):
+        tag, image_id = resolve_image(docker_client(), image)
+        rec.env.image, rec.env.image_digest = tag, image_id
+        baseline = load_or_compute_baseline(task, image_id, baseline_runner(task, tag, limits))
+
+    # 3. Sandbox: fresh container, single-commit repo, git apply.
+    timeouts = task.config.timeouts
+    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id) as sb:
+        applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
+        rec.apply_strategy = applied.strategy
+        rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
+                                         else 1, duration_s=round(applied.duration_s, 3),
+                                         output=applied.output[-4000:])
+        if not applied.applied:
+            return _honest_failure(rec, "did_not_apply", applied.output[-500:])
+
+        # 4. Measure, each step under its own timeout.
+        py_paths = _changed_python_files(summary)
+        m = Measurements(diff_lines=code_lines_changed(screened.text))
+        with timer("compiled"):
+            if py_paths:
+                snapshot = snapshot_changed_files(sb, REPO, py_paths)
+                m.compiled, rec.evidence["compiled"] = check_compiles(
+                    sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
+            else:
+                m.notes["compiled"] = "no .py file changed"
+        with timer("public_tests"):
+            public = run_public(sb, task, deadline.budget(timeouts.per_suite))
+        with timer("hidden_tests"):
+            hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
+        m.notes["mutation_score"] = "not measured (mutation testing is not enabled yet)"
+        m.notes["performance"] = "the task declares no benchmark"
+        with timer("static_analysis"):
+            if py_paths:
+                static = run_static_analysis(sb, snapshot, py_paths,
+                                             deadline.budget(STEP_TIMEOUT_S))
+                m.static_analysis = static_score(len(static.new_errors))
+                rec.evidence["static_analysis"] = static.evidence
+            else:
+                m.notes["static_analysis"] = "no .py file changed"
+
+    # 5. Reward: a pure function of the measurements.
+    _grade(rec, m, baseline, public, hidden, task)
+    return None
+
+
+def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,
+           hidden: SuiteRun, task: Task) -> None:
+    for run in (public, hidden):
+        m.suites[run.suite] = grade_run(baseline.suites[run.suite], run.outcomes)
+        rec.evidence[f"{run.suite}_tests"] = Evidence(
+            command=run.command, exit_code=run.exit_code, duration_s=round(run.duration_s, 3),
+            output=run.output[-4000:],
+            details={"collected": run.collected, "session_finished": run.session_finished,
+                     "timed_out": run.timed_out, "collection_errors": run.collection_errors})
+    breakdown = compute_reward(m, task.config.weights)
+    rec.measurements, rec.tests = m, m.suites
+    rec.reward, rec.components = breakdown.total, breakdown.components
+    rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
+    rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
+    rec.component_notes = breakdown.notes
+    rec.verdict = gate_verdict(breakdown.total, breakdown.components, [])
+
+
+def _changed_python_files(summary: PatchSummary) -> list[str]:
+    """``.py`` files that exist after the patch (edited, added, rename or copy targets)."""
+    kinds = {"modified", "added", "rename_to", "copy_to"}
+    return sorted({t.path for t in summary.touched if t.kind in kinds and t.path.endswith(".py")})
+
+
+def _honest_failure(rec: RewardRecord, reason: str, message: str) -> None:
+    rec.reward, rec.reason = HONEST_FAILURE_REWARD, reason
+    rec.component_notes["reason"] = message
+    rec.verdict = gate_verdict(rec.reward, {}, [])
+
+
+class _PhaseTimer:
+    """``with timer("phase"):`` records the phase's wall time in ``rec.timing`` (seconds)."""
+
+    def __init__(self, rec: RewardRecord) -> None:
+        self.rec = rec
+
+    def __call__(self, phase: str):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.t = time.monotonic()
+
+            def __exit__(self, *exc):
+                timer.rec.timing[f"{phase}_s"] = round(time.monotonic() - self.t, 3)
+
+        return _Ctx()

@@ -1,0 +1,72 @@
+"""Open a prepared sandbox for a task and run its public and hidden suites in it.
+
+Shared by the baseline (base repo and reference patch) and the scoring of one patch, so
+both measure tests exactly the same way.
+"""
+
+from __future__ import annotations
+
+from proctor.errors import TaskConfigError
+from proctor.harness.task import Task
+from proctor.harness.workspace import (
+    REPO,
+    apply_patch,
+    place_hidden_tests,
+    prepare_repo,
+    restore_public_tests,
+)
+from proctor.sandbox.base import Limits
+from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.suites.pytest_runner import SuiteRun, install_harness, run_suite
+
+
+def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
+                      run_id: str | None = None) -> DockerSandbox:
+    """A fresh container holding the repo as a single-commit git repo and the harness files.
+    The caller closes it (use ``with``)."""
+    sb = DockerSandbox(image, limits=limits, run_id=run_id)
+    try:
+        prepare_repo(sb, task)
+        install_harness(sb)
+    except BaseException:
+        sb.close()
+        raise
+    return sb
+
+
+def run_public(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
+    """Restore the pristine public tests, then run them (rootdir = the repo)."""
+    restore_public_tests(sb, task)
+    return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
+                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
+
+
+def run_hidden(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
+    """Copy the hidden tests in now, to an unpredictable dir, and run them there."""
+    root = place_hidden_tests(sb, task)
+    return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
+                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
+
+
+def baseline_runner(task: Task, image: str, limits: Limits = Limits()):
+    """``run_suites(patch, runs)`` for :func:`proctor.suites.baseline.load_or_compute_baseline`:
+    one fresh sandbox per patch state, every suite run ``runs`` times in it.
+
+    Raises:
+        TaskConfigError: the reference patch does not apply.
+    """
+
+    def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
+        out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
+        with open_task_sandbox(task, image, limits) as sb:
+            if patch is not None:
+                applied = apply_patch(sb, patch)
+                if not applied.applied:
+                    raise TaskConfigError(
+                        f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
+            for _ in range(runs):
+                out["public"].append(run_public(sb, task, task.config.timeouts.per_suite).outcomes)
+                out["hidden"].append(run_hidden(sb, task, task.config.timeouts.per_suite).outcomes)
+        return out
+
+    return run_suites

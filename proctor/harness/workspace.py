@@ -1,0 +1,87 @@
+"""The repository inside the sandbox: fresh single-commit copy, patch application,
+pristine public tests, hidden tests at a path the patch cannot know.
+
+Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decides a reward.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from proctor.errors import InfraError
+from proctor.harness.task import Task
+from proctor.sandbox.base import Sandbox
+
+REPO = "/work/repo"
+PATCH_PATH = "/proctor/in/patch.diff"
+GIT = ["git", "-c", "user.name=proctor", "-c", "user.email=proctor@localhost",
+       "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """``strategy`` names the fallback that worked (None: none did); ``output`` is git's
+    message from the last attempt."""
+
+    applied: bool
+    strategy: str | None
+    output: str
+    duration_s: float
+
+
+def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120) -> None:
+    """Copy ``repo/`` to ``REPO`` and make it a fresh single-commit git repository (no
+    history to leak). Raises InfraError when git fails."""
+    sb.put_tree(REPO, task.repo)
+    res = sb.run(["sh", "-c", " ".join([
+        "git init -q -b main . &&",
+        *GIT, "add -A -f . &&",
+        *GIT, "commit -q --no-verify -m snapshot",
+    ])], timeout=timeout, cwd=REPO)
+    if not res.ok:
+        raise InfraError(f"cannot snapshot the repo in the sandbox: {res.output[-2000:]}")
+
+
+#: (strategy name, extra git-apply flags, patch transform), tried in order.
+APPLY_STRATEGIES = (
+    ("git_apply", [], None),
+    ("git_apply_trailing_newline", [], lambda b: b if b.endswith(b"\n") else b + b"\n"),
+    ("git_apply_recount", ["--recount"], lambda b: b if b.endswith(b"\n") else b + b"\n"),
+)
+
+
+def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
+    """``git apply`` the patch (never GNU patch), trying the recorded fallbacks in order.
+    git apply is atomic: a failed attempt leaves the tree untouched."""
+    total, output = 0.0, ""
+    for name, flags, transform in APPLY_STRATEGIES:
+        data = transform(patch) if transform else patch
+        if transform and data == patch:
+            continue
+        sb.put_files("/proctor/in", {"patch.diff": data})
+        res = sb.run(["git", "apply", "--whitespace=nowarn", *flags, PATCH_PATH],
+                     timeout=timeout, cwd=REPO)
+        total += res.duration_s
+        output = res.output
+        if res.ok:
+            return ApplyResult(True, name, output, total)
+    return ApplyResult(False, None, output, total)
+
+
+def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
+    """Replace the public test paths with their pristine copies (the patch's edits to them,
+    and test files it added there, are gone)."""
+    paths = task.config.tests.public
+    res = sb.run(["rm", "-rf", "--", *paths], timeout=timeout, cwd=REPO)
+    if not res.ok:
+        raise InfraError(f"cannot reset public tests: {res.output[-1000:]}")
+    sb.put_tree(REPO, task.repo, only=paths)
+
+
+def place_hidden_tests(sb: Sandbox, task: Task) -> str:
+    """Copy the hidden tests to a fresh unpredictable directory; returns it (the rootdir
+    of the hidden run). Called only after the patch is applied."""
+    root = f"/proctor/h-{secrets.token_hex(8)}"
+    sb.put_tree(root, task.hidden)
+    return root

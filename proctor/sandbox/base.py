@@ -1,0 +1,148 @@
+"""The Sandbox interface every backend implements, and the backend registry.
+
+A sandbox is one throw-away environment for one patch: run commands (argv, env, cwd,
+timeout), put and get files, close. ``close`` removes everything, on every path out.
+Backends register by name (``docker``; ``local`` bubblewrap later) and pass the same
+conformance suite.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+#: Output kept per command, in bytes; the rest is dropped with a marker.
+DEFAULT_OUTPUT_CAP = 256 * 1024
+#: Exit codes of coreutils `timeout`: 124 after TERM, 137 after the -k KILL.
+TIMEOUT_EXIT_CODES = (124, 137)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Result of one command. ``output``: merged stdout+stderr, at most the cap (bytes),
+    decoded with replacement; ``duration_s`` in seconds."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    output: str
+    duration_s: float
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox: memory in bytes (swap off), CPUs, process count."""
+
+    memory_bytes: int = 2 * 1024**3
+    cpus: float = 1.0
+    pids: int = 512
+    output_cap: int = DEFAULT_OUTPUT_CAP
+
+
+class Sandbox(ABC):
+    """One throw-away environment. Use as a context manager; ``close`` is idempotent."""
+
+    name: str = "abstract"
+    image_id: str | None = None
+
+    @abstractmethod
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
+            cwd: str | None = None, user: str | None = None) -> ExecResult:
+        """Run ``argv`` under an in-sandbox ``timeout -k`` of ``timeout`` seconds plus a host
+        watchdog. Never raises for the command's own failure (that is an ExecResult).
+
+        Raises:
+            InfraError: the sandbox itself failed (container died, engine gone).
+        """
+
+    @abstractmethod
+    def put_archive(self, dest_dir: str, tar_bytes: bytes) -> None:
+        """Extract an uncompressed tar into ``dest_dir`` (created if missing)."""
+
+    @abstractmethod
+    def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
+        """Contents of one file, or None when it does not exist."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop and remove everything the sandbox holds."""
+
+    def put_files(self, dest_dir: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Write ``files`` (relative path -> bytes) under ``dest_dir``."""
+        self.put_archive(dest_dir, tar_of_files(files, mode))
+
+    def put_tree(self, dest_dir: str, root: Path, only: list[str] | None = None) -> None:
+        """Copy a host directory (or only the given relative paths of it) to ``dest_dir``."""
+        self.put_archive(dest_dir, tar_of_tree(root, only))
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+SANDBOX_UID = 1000
+
+
+def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = SANDBOX_UID
+    info.uname = info.gname = ""
+    info.mtime = 0
+    return info
+
+
+def tar_of_files(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    buf = io.BytesIO()
+    dirs = sorted({str(parent) for rel in files for parent in Path(rel).parents} - {"."})
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel in dirs:
+            info = _owned(tarfile.TarInfo(rel))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for rel, data in sorted(files.items()):
+            info = _owned(tarfile.TarInfo(rel))
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def tar_of_tree(root: Path, only: list[str] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel in only if only is not None else ["."]:
+            tar.add(root / rel, arcname=rel, filter=_skip_pycache)
+    return buf.getvalue()
+
+
+def _skip_pycache(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
+        return None
+    return _owned(info)
+
+
+BACKENDS: dict[str, Callable[..., Sandbox]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a backend available to ``open_sandbox(name, ...)``."""
+
+    def deco(cls):
+        cls.name = name
+        BACKENDS[name] = cls
+        return cls
+
+    return deco

@@ -1,0 +1,155 @@
+"""Baseline: per-test outcomes of the unpatched repo (several runs, to find flaky tests) and
+of the reference patch, classified into FAIL_TO_PASS / PASS_TO_PASS / quarantined
+(DESIGN section 1), cached on disk by content hash.
+
+:func:`classify` is pure; :func:`load_or_compute_baseline` does the I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from proctor.errors import TaskConfigError
+from proctor.harness.task import Task
+from proctor.record import SuiteTests
+from proctor.version import __version__
+
+SUITES = ("public", "hidden")
+
+
+class SuiteBaseline(BaseModel):
+    """Classification of one suite. ``quarantined`` maps test id -> reason; the runs map
+    test id -> outcome, one dict per run."""
+
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    quarantined: dict[str, str]
+    base_runs: list[dict[str, str]]
+    reference_runs: list[dict[str, str]] | None = None
+
+
+class Baseline(BaseModel):
+    key: str
+    task_id: str
+    proctor_version: str
+    image_id: str
+    runs: int
+    has_reference: bool
+    suites: dict[str, SuiteBaseline]
+
+    @property
+    def expected_ids(self) -> dict[str, list[str]]:
+        return {s: b.fail_to_pass + b.pass_to_pass for s, b in self.suites.items()}
+
+
+def _status(outcomes: list[str]) -> str:
+    passed = [o == "passed" for o in outcomes]
+    return "pass" if all(passed) else "fail" if not any(passed) else "flaky"
+
+
+def classify(base_runs: list[dict[str, str]], reference_runs: list[dict[str, str]] | None,
+             known_broken: set[str] = frozenset()) -> SuiteBaseline:
+    """Classify every test id seen in any run (pure).
+
+    A test absent from a run counts as failed in it. With a reference: FAIL_TO_PASS = fails
+    in every base run and passes in every reference run; PASS_TO_PASS = passes in all runs
+    of both; quarantined = flaky in either, or failing with the reference. Without one: a
+    test failing in every base run is FAIL_TO_PASS unless ``known_broken`` lists it.
+    """
+    ids = sorted({i for run in base_runs + (reference_runs or []) for i in run})
+    f2p, p2p, quarantined = [], [], {}
+    for test_id in ids:
+        base = _status([run.get(test_id, "missing") for run in base_runs])
+        ref = (_status([run.get(test_id, "missing") for run in reference_runs])
+               if reference_runs else None)
+        if test_id in known_broken:
+            quarantined[test_id] = "known broken (task.toml)"
+        elif base == "flaky":
+            quarantined[test_id] = "flaky on the base repo"
+        elif ref == "flaky":
+            quarantined[test_id] = "flaky with the reference patch"
+        elif ref == "fail":
+            quarantined[test_id] = "fails with the reference patch too"
+        elif base == "fail":
+            f2p.append(test_id)
+        else:
+            p2p.append(test_id)
+    return SuiteBaseline(fail_to_pass=f2p, pass_to_pass=p2p, quarantined=quarantined,
+                         base_runs=base_runs, reference_runs=reference_runs)
+
+
+def validate(suites: dict[str, SuiteBaseline], has_reference: bool) -> None:
+    """Raise TaskConfigError for an empty suite or a task with no FAIL_TO_PASS test."""
+    for name, sb in suites.items():
+        if not any(sb.base_runs) and not any(sb.reference_runs or []):
+            raise TaskConfigError(f"suite '{name}' collected zero tests: check tests.public / "
+                                  "tests.hidden_dir (an empty suite is never free points)")
+    if not any(sb.fail_to_pass for sb in suites.values()):
+        why = ("the reference patch makes no failing test pass" if has_reference
+               else "no test fails on the base repo")
+        raise TaskConfigError(f"task has no FAIL_TO_PASS test: {why}")
+
+
+def cache_dir() -> Path:
+    """``$PROCTOR_CACHE_DIR`` or ``~/.cache/proctor``."""
+    return Path(os.environ.get("PROCTOR_CACHE_DIR") or Path.home() / ".cache" / "proctor")
+
+
+def baseline_key(task: Task, image_id: str) -> str:
+    """Content address: task fingerprint + image id + Proctor version + number of runs."""
+    parts = [task.fingerprint, image_id, __version__, str(task.config.baseline.runs)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+RunSuites = Callable[[bytes | None, int], dict[str, list[dict[str, str]]]]
+
+
+def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
+                             refresh: bool = False) -> Baseline:
+    """Return the cached baseline of ``task`` on ``image_id`` or compute and cache it.
+
+    ``run_suites(patch_or_None, runs)`` runs every suite ``runs`` times on the base repo
+    (None) or with the given patch and returns suite -> list of outcome dicts.
+
+    Raises:
+        TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
+    """
+    key = baseline_key(task, image_id)
+    path = cache_dir() / "baselines" / f"{key}.json"
+    if path.is_file() and not refresh:
+        return Baseline.model_validate_json(path.read_text())
+    runs = task.config.baseline.runs
+    base = run_suites(None, runs)
+    ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None
+    ref = run_suites(ref_patch, runs) if ref_patch is not None else None
+    known = set(task.config.tests.known_broken)
+    suites = {s: classify(base[s], ref[s] if ref else None, known) for s in SUITES}
+    validate(suites, ref is not None)
+    baseline = Baseline(key=key, task_id=task.id, proctor_version=__version__,
+                        image_id=image_id, runs=runs, has_reference=ref is not None,
+                        suites=suites)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(baseline.model_dump_json(indent=1))
+    os.replace(tmp, path)
+    return baseline
+
+
+def grade_run(suite: SuiteBaseline, outcomes: dict[str, str]) -> SuiteTests:
+    """Per-test outcomes of a patched run in FAIL_TO_PASS / PASS_TO_PASS form (pure).
+    A test absent from the run is ``missing``; only ``passed`` counts as passed."""
+    f2p = {t: outcomes.get(t, "missing") for t in suite.fail_to_pass}
+    p2p = {t: outcomes.get(t, "missing") for t in suite.pass_to_pass}
+    return SuiteTests(
+        fail_to_pass=f2p, pass_to_pass=p2p, quarantined=sorted(suite.quarantined),
+        f2p_passed=sum(o == "passed" for o in f2p.values()), f2p_total=len(f2p),
+        p2p_failed=sum(o != "passed" for o in p2p.values()), p2p_total=len(p2p),
+    )

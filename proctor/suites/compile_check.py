@@ -1,0 +1,28 @@
+"""``compiled``: every changed ``.py`` file byte-compiles (in memory, inside the sandbox)."""
+
+from __future__ import annotations
+
+import json
+
+from proctor.record import Evidence
+from proctor.sandbox.base import Sandbox
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+
+
+def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
+                   ) -> tuple[float, Evidence]:
+    """Return (1.0 if every file compiles else 0.0, evidence listing the failures).
+
+    Raises:
+        RuntimeError: the checker printed no result (a harness problem).
+    """
+    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", *paths],
+                 timeout=timeout, cwd=repo)
+    try:
+        result = json.loads(res.output.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise RuntimeError(f"compile check printed no result: {res.output[-1000:]}") from None
+    failures = {p: e for p, e in result.items() if e}
+    evidence = Evidence(command=res.command, exit_code=res.exit_code,
+                        duration_s=round(res.duration_s, 3), details={"failures": failures})
+    return (0.0 if failures else 1.0), evidence

@@ -1,0 +1,77 @@
+"""Static analysis of what the patch added: ruff findings patched minus base.
+
+Rule tiers (the one place they are): the *error* tier scores, the *style* tier is only
+reported. Findings are compared as a multiset keyed on (path, rule, stripped line text),
+so a finding the patch causes on an untouched line (an import made unused) still counts,
+and line shifts do not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from proctor.record import Evidence
+from proctor.sandbox.base import Sandbox
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+
+#: Scored: syntax errors (E9), pyflakes (F), bugbear (B), pylint errors (PLE), and dangerous
+#: calls from flake8-bandit (exec, eval, pickle, shell=True, os.system ...).
+ERROR_RULES = ("E9", "F", "B", "PLE", "S102", "S301", "S307", "S602", "S605")
+#: Reported only.
+STYLE_RULES = ("E4", "E7", "W6", "UP", "SIM")
+
+
+def _tier(rule: str) -> str:
+    return "error" if any(rule.startswith(r) for r in ERROR_RULES) or rule == "syntax" else "style"
+
+
+@dataclass(frozen=True)
+class StaticResult:
+    new_errors: list[dict]
+    new_style: list[dict]
+    evidence: Evidence
+
+
+def new_findings(base: list[dict], patched: list[dict]) -> list[dict]:
+    """Findings in ``patched`` not matched by one in ``base`` (multiset difference on
+    (path, rule, text)). Pure."""
+    remaining = Counter((f["path"], f["rule"], f["text"]) for f in base)
+    out = []
+    for f in patched:
+        key = (f["path"], f["rule"], f["text"])
+        if remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            out.append(f)
+    return out
+
+
+def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: float
+                        ) -> StaticResult:
+    """Run ruff (both tiers) on the base and patched copies of the changed ``.py`` files in
+    ``snapshot`` (see :mod:`proctor.suites.snapshot`), inside the sandbox.
+
+    Raises:
+        InfraError (from the sandbox) when the container fails.
+        RuntimeError: ruff could not run or printed no JSON (a tool problem, not the patch's).
+    """
+    select = ",".join(ERROR_RULES + STYLE_RULES)
+    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
+                  *paths], timeout=timeout, cwd=snapshot)
+    try:
+        data = json.loads(res.output.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise RuntimeError(f"static analysis printed no result: {res.output[-1000:]}") from None
+    if data["errors"]:
+        raise RuntimeError(f"ruff failed: {data['errors'][0]}")
+    fresh = new_findings(data["base"], data["patched"])
+    errors = [f for f in fresh if _tier(f["rule"]) == "error"]
+    style = [f for f in fresh if _tier(f["rule"]) == "style"]
+    evidence = Evidence(
+        command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
+        details={"new_error_findings": errors, "new_style_findings": style,
+                 "base_findings": len(data["base"]), "patched_findings": len(data["patched"])},
+    )
+    return StaticResult(errors, style, evidence)
