@@ -220,6 +220,9 @@ class _Block:
     copy: bool = False
     dashes: bool = False
     hunks: bool = False
+    plus_name: str | None = None  # the "+++" name: where added line numbers belong
+    added: list[int] = field(default_factory=list)  # target line numbers of "+" lines
+    removed: int = 0
 
 
 def _scan(lines: list[str]) -> list[_Block]:
@@ -246,12 +249,13 @@ def _scan(lines: list[str]) -> list[_Block]:
                 blocks.append(cur)
             cur.dashes = True
             cur.a_names += _dash_name(line[4:], not cur.git)
-            cur.b_names += _dash_name(lines[i + 1][4:], not cur.git)
+            cur.b_names += (plus := _dash_name(lines[i + 1][4:], not cur.git))
+            cur.plus_name = plus[0]
             i += 1
         elif line.startswith("@@"):
             if cur is None:
                 raise PatchUnparseable(f"line {i + 1}: hunk without a file header")
-            i = _skip_hunk(lines, i)
+            i = _read_hunk(lines, i, cur)
             cur.hunks = True
             continue
         elif cur is not None and cur.git and not cur.dashes and not cur.hunks:
@@ -267,24 +271,30 @@ def _scan(lines: list[str]) -> list[_Block]:
     return blocks
 
 
-def _skip_hunk(lines: list[str], i: int) -> int:
-    """Index of the first line after the hunk whose header is ``lines[i]``."""
+def _read_hunk(lines: list[str], i: int, cur: _Block) -> int:
+    """Count the hunk whose header is ``lines[i]`` into ``cur``; return the index after it.
+
+    Like git: an empty line is empty context; lines after a hunk whose counts are met
+    are not hunk content (git ignores them too).
+    """
     m = _HUNK.match(lines[i])
     if not m:
         raise PatchUnparseable(f"line {i + 1}: malformed hunk header {lines[i]!r}")
     old = 1 if m[2] is None else int(m[2])
     new = 1 if m[4] is None else int(m[4])
+    line_no = int(m[3]) if new else int(m[3]) + 1
     i += 1
     while old > 0 or new > 0:
         if i >= len(lines):
             raise PatchUnparseable("patch ends inside a hunk (hunk shorter than its header)")
         c = lines[i][:1]
-        if c in (" ", ""):  # git reads an empty line as empty context
-            old, new = old - 1, new - 1
+        if c in (" ", ""):
+            old, new, line_no = old - 1, new - 1, line_no + 1
         elif c == "-":
-            old -= 1
+            old, cur.removed = old - 1, cur.removed + 1
         elif c == "+":
-            new -= 1
+            cur.added.append(line_no)
+            new, line_no = new - 1, line_no + 1
         elif c != "\\":
             raise PatchUnparseable(f"line {i + 1}: hunk shorter than its header says")
         if old < 0 or new < 0:
@@ -357,48 +367,48 @@ def parse_patch(text: str) -> PatchSummary:
     land in ``PatchSummary.rejected`` (they are violations, not parse errors).
 
     Raises:
-        PatchUnparseable: no diff header at all, a malformed or miscounted hunk, or
-            malformed quoting (unidiff's and our own scanner's verdicts).
+        PatchUnparseable: no diff header at all, a malformed hunk header, a hunk
+            shorter than its header or with a stray line, malformed quoting.
     """
     if not text.strip():
         return PatchSummary()
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
-    clean = "\n".join(lines) + "\n"
-    try:
-        patch_set = unidiff.PatchSet(clean)
-    except unidiff.UnidiffParseError as exc:
-        raise PatchUnparseable(f"unreadable diff: {exc}") from None
     blocks = _scan(lines)
-    if not blocks and not len(patch_set):
+    try:
+        patch_set = list(unidiff.PatchSet("\n".join(lines) + "\n"))
+    except unidiff.UnidiffParseError:
+        # unidiff is stricter than git (it rejects "---"/"+++" lines that disagree with
+        # "diff --git", and lines after a complete hunk). Our scanner, which already
+        # raised on whatever git calls corrupt, has the paths: judge those.
+        patch_set = []
+    if not blocks and not patch_set:
         raise PatchUnparseable("no diff header found (expected 'diff --git' or '---'/'+++')")
 
     col = _Collector()
+    added_numbers: dict[str, list[int]] = {}
     for b in blocks:
         _collect_block(col, b)
-    added_numbers: dict[str, list[int]] = {}
+        if b.added and b.plus_name not in (None, DEV_NULL):
+            try:
+                target = normalise_path(b.plus_name)
+            except PathRejected:
+                continue
+            if fold(target).endswith(".py"):
+                added_numbers.setdefault(target, []).extend(b.added)
     for pf in patch_set:  # unidiff's names, where our scanner did not already see them
         kind = "added" if pf.is_added_file else "deleted" if pf.is_removed_file else "modified"
         col.add(pf.source_file, kind, diff_side=True, if_new=True)
         col.add(pf.target_file, kind, diff_side=True, if_new=True)
-        if pf.is_removed_file or pf.target_file == DEV_NULL:
-            continue
-        try:
-            target = normalise_path(pf.target_file)
-        except PathRejected:
-            continue
-        numbers = [ln.target_line_no for h in pf for ln in h if ln.is_added]
-        if numbers and fold(target).endswith(".py"):
-            added_numbers.setdefault(target, []).extend(numbers)
 
     touched = tuple(sorted(col.touched.values(), key=lambda t: (t.path, t.kind)))
     return PatchSummary(
         touched=touched,
         files=tuple(sorted({t.path for t in touched})),
         rejected=tuple(sorted(col.rejected.values())),
-        added_lines=patch_set.added,
-        removed_lines=patch_set.removed,
+        added_lines=sum(len(b.added) for b in blocks),
+        removed_lines=sum(b.removed for b in blocks),
         added_line_numbers={k: sorted(set(v)) for k, v in sorted(added_numbers.items())},
     )
 
