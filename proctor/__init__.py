@@ -4,7 +4,13 @@
     record = score("path/to/task", patch_bytes)   # RewardRecord; record.reward is a float or None
 """
 
-from proctor.errors import EngineUnavailable, ImageMissing, InfraError, ProctorError, TaskConfigError
+from proctor.errors import (
+    EngineUnavailable,
+    ImageMissing,
+    InfraError,
+    ProctorError,
+    TaskConfigError,
+)
 from proctor.harness.executor import score
 from proctor.harness.task import Task, load_task
 from proctor.record import RewardRecord

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "proctor.reward/1"
 
-Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "missing", "timeout"]
+Outcome = Literal[
+    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "missing", "timeout"
+]
 
 
 class Integrity(BaseModel):

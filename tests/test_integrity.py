@@ -196,6 +196,14 @@ def test_modified_symlink_seen_on_index_line_is_violation():
     assert verdict(text) == bad(("link",), "link: symlink (mode 120000)")
 
 
+def test_submodule_is_violation():
+    text = (
+        "diff --git a/vendor/lib b/vendor/lib\nnew file mode 160000\nindex 0000000..1234567\n"
+        "--- /dev/null\n+++ b/vendor/lib\n@@ -0,0 +1 @@\n+Subproject commit 1234567\n"
+    )
+    assert verdict(text) == bad(("vendor/lib",), "vendor/lib: submodule (mode 160000)")
+
+
 # --- quoting, CRLF, header disagreement ----------------------------------------------------
 
 
@@ -243,7 +251,10 @@ def test_dash_lines_naming_other_paths_than_diff_git_line_are_seen():
 
 
 def test_traditional_diff_without_git_header_is_read():
-    text = "--- a/pkg/conftest.py\t2024-01-01\n+++ b/pkg/conftest.py\t2024-01-01\n@@ -1 +1 @@\n-a\n+b\n"
+    text = (
+        "--- a/pkg/conftest.py\t2024-01-01\n+++ b/pkg/conftest.py\t2024-01-01\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
     assert verdict(text) == bad(("pkg/conftest.py",), f"pkg/conftest.py: {CONFTEST}")
 
 
@@ -252,8 +263,12 @@ def test_traditional_diff_without_git_header_is_read():
 
 @pytest.mark.parametrize(
     "raw",
-    ["a/tests//test_hidden.py", "b/./tests/./test_hidden.py", "tests/test_hidden.py",
-     "a/Tests/TEST_HIDDEN.py"],
+    [
+        "a/tests//test_hidden.py",
+        "b/./tests/./test_hidden.py",
+        "tests/test_hidden.py",
+        "a/Tests/TEST_HIDDEN.py",
+    ],
 )
 def test_odd_spellings_normalise_onto_the_hidden_path(raw):
     rules_path = normalise_path(raw, strip_prefix=raw.startswith(("a/", "b/")))
@@ -313,7 +328,9 @@ def test_git_hook_is_violation():
         "diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\nnew file mode 100755\n"
         "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+exit 0\n"
     )
-    assert verdict(text) == bad((".git/hooks/pre-commit",), ".git/hooks/pre-commit: path inside .git/")
+    assert verdict(text) == bad(
+        (".git/hooks/pre-commit",), ".git/hooks/pre-commit: path inside .git/"
+    )
 
 
 def test_case_folded_conftest_is_violation():
@@ -340,8 +357,13 @@ def test_shadowing_top_level_modules():
     text = new_file("pytest.py") + new_file("_pytest/x.py") + new_file("unittest/__init__.py")
     text += new_file("mypkg/pytest_helpers.py") + new_file("pkg/json.py")
     assert verdict(text) == bad(
-        ("_pytest/x.py", "mypkg/pytest_helpers.py", "pkg/json.py", "pytest.py",
-         "unittest/__init__.py"),
+        (
+            "_pytest/x.py",
+            "mypkg/pytest_helpers.py",
+            "pkg/json.py",
+            "pytest.py",
+            "unittest/__init__.py",
+        ),
         f"_pytest/x.py: new top-level module '_pytest' {shadow}",
         f"pytest.py: new top-level module 'pytest' {shadow}",
         f"unittest/__init__.py: new top-level module 'unittest' {shadow}",
@@ -360,7 +382,8 @@ def test_existing_top_level_module_is_not_new():
 def test_pth_file_is_violation():
     text = new_file("pkg/evil.pth", "import os")
     assert verdict(text) == bad(
-        ("pkg/evil.pth",), "pkg/evil.pth: path configuration file (*.pth) runs at interpreter start-up"
+        ("pkg/evil.pth",),
+        "pkg/evil.pth: path configuration file (*.pth) runs at interpreter start-up",
     )
 
 
@@ -413,10 +436,14 @@ def test_garbage_is_unparseable(text):
 
 def test_added_line_numbers_per_python_file():
     text = (
-        "diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n"
-        "@@ -1,4 +1,5 @@\n x\n-y\n+Y\n+Z\n z\n w\n"
-        "@@ -10,2 +11,3 @@\n k\n+new\n l\n"
-    ) + new_file("docs/readme.md") + new_file("pkg/b.py")
+        (
+            "diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n"
+            "@@ -1,4 +1,5 @@\n x\n-y\n+Y\n+Z\n z\n w\n"
+            "@@ -10,2 +11,3 @@\n k\n+new\n l\n"
+        )
+        + new_file("docs/readme.md")
+        + new_file("pkg/b.py")
+    )
     summary = parse_patch(text)
     assert summary.added_line_numbers == {"pkg/a.py": [2, 3, 12], "pkg/b.py": [1]}
     assert (summary.added_lines, summary.removed_lines) == (5, 1)
@@ -461,8 +488,16 @@ REAL_PATCH = (
 
 def test_git_listed_paths_on_real_patch():
     assert git_listed_paths(REAL_PATCH.encode()) == {
-        "pkg/a.py", "pkg/big.py", "pkg/big2.py", "pkg/tést.py", "pkg/wi th.py", "bin/run",
-        "tests/t.py", "tests/t2.py", "docs/old.md", "notes.md",
+        "pkg/a.py",
+        "pkg/big.py",
+        "pkg/big2.py",
+        "pkg/tést.py",
+        "pkg/wi th.py",
+        "bin/run",
+        "tests/t.py",
+        "tests/t2.py",
+        "docs/old.md",
+        "notes.md",
     }
 
 

@@ -110,7 +110,9 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     if screened.reason:
         return _honest_failure(rec, screened.reason, screened.message)
     with timer("integrity"):
-        rules = ForbiddenRules.for_task(task.config.forbidden, task.hidden_files)
+        rules = ForbiddenRules.for_task(
+            task.config.forbidden, task.hidden_files,
+            existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
             summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data))
         except PatchUnparseable as exc:

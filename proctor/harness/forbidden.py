@@ -43,19 +43,45 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     *((f"*.{ext}", "native binary") for ext in ("so", "pyd", "dll", "dylib")),
     *(
         (f"/{d}", "verifier or CI directory")
-        for d in (".github/", ".ci/", ".circleci/", ".gitlab-ci.yml", "ci/", "verifier/",
-                  ".proctor/")
+        for d in (
+            ".github/",
+            ".ci/",
+            ".circleci/",
+            ".gitlab-ci.yml",
+            "ci/",
+            "verifier/",
+            ".proctor/",
+        )
     ),
     (".git*", "git metadata (.git* file or directory)"),
 )
 
 # Test tooling that a new top-level module must not shadow, besides the standard library.
-TOOLING_MODULES = frozenset({
-    "pytest", "_pytest", "py", "pluggy", "iniconfig", "pytest_timeout", "pytest_cov",
-    "xdist", "coverage", "mutmut", "ruff", "hypothesis", "_hypothesis_pytestplugin",
-    "unittest", "setuptools", "pkg_resources", "_distutils_hack", "pip", "packaging",
-    "proctor",
-})
+TOOLING_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "pytest_timeout",
+        "pytest_cov",
+        "xdist",
+        "coverage",
+        "mutmut",
+        "ruff",
+        "proctor_report",
+        "hypothesis",
+        "_hypothesis_pytestplugin",
+        "unittest",
+        "setuptools",
+        "pkg_resources",
+        "_distutils_hack",
+        "pip",
+        "packaging",
+        "proctor",
+    }
+)
 # Files with these suffixes are importable modules.
 MODULE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".so", ".pyd")
 
@@ -110,8 +136,7 @@ class ForbiddenRules:
             + tuple(f"forbidden by the task ({p})" for p in extras),
             hidden_paths=tuple(normalise_path(h, strip_prefix=False) for h in hidden_paths),
             shadow_names=frozenset(
-                fold(n)
-                for n in (*sys.stdlib_module_names, *TOOLING_MODULES, *extra_shadow_names)
+                fold(n) for n in (*sys.stdlib_module_names, *TOOLING_MODULES, *extra_shadow_names)
             ),
             existing_top_level=frozenset(fold(n) for n in existing_top_level),
         )

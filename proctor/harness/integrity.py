@@ -306,6 +306,10 @@ def _read_hunk(lines: list[str], i: int, cur: _Block) -> int:
 
 
 def _extended_header(cur: _Block, line: str) -> None:
+    if line.startswith(("--- ", "+++ ")):  # a lone one: git reads (then rejects) it
+        names = _dash_name(line[4:], traditional=False)
+        (cur.a_names if line[0] == "-" else cur.b_names).extend(names)
+        return
     for head in _MODE_HEADERS:
         if line.startswith(head):
             mode = line[len(head) :].strip()
@@ -314,8 +318,12 @@ def _extended_header(cur: _Block, line: str) -> None:
             cur.deleted |= head == "deleted file mode "
             cur.mode_change |= head in ("old mode ", "new mode ")
             return
-    for head, kind in (("rename from ", "rename_from"), ("rename to ", "rename_to"),
-                       ("copy from ", "copy_from"), ("copy to ", "copy_to")):
+    for head, kind in (
+        ("rename from ", "rename_from"),
+        ("rename to ", "rename_to"),
+        ("copy from ", "copy_from"),
+        ("copy to ", "copy_to"),
+    ):
         if line.startswith(head):
             name = line[len(head) :]
             cur.plain.append((_take_quoted(name, 0)[0] if name.startswith('"') else name, kind))
@@ -344,7 +352,7 @@ class _Collector:
         raw = raw.rstrip("\r")
         if raw.startswith('"'):
             raw = _take_quoted(raw, 0)[0]  # unidiff keeps git's quoting
-        if raw == DEV_NULL:
+        if raw in ("", DEV_NULL):  # a missing name is git's error to report, not a path
             return
         variants = [(raw, diff_side)]
         if diff_side and raw[:2] not in ("a/", "b/") and "/" in raw.strip("/"):
@@ -372,7 +380,7 @@ def parse_patch(text: str) -> PatchSummary:
     """
     if not text.strip():
         return PatchSummary()
-    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
     blocks = _scan(lines)
@@ -461,11 +469,20 @@ def git_listed_paths(patch: bytes) -> set[str]:
     tmp = tempfile.mkdtemp(prefix="proctor-integrity-")
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(GIT_CEILING_DIRECTORIES=os.path.dirname(tmp), GIT_CONFIG_NOSYSTEM="1",
-                   GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
+        env.update(
+            GIT_CEILING_DIRECTORIES=os.path.dirname(tmp),
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_CONFIG_GLOBAL=os.devnull,
+            LC_ALL="C",
+        )
         proc = subprocess.run(
             ["git", "apply", "--numstat", "--summary", "-z", "-"],
-            input=patch, cwd=tmp, env=env, capture_output=True, timeout=GIT_TIMEOUT_S,
+            input=patch,
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"git apply --numstat failed to run: {exc}") from exc
@@ -498,8 +515,10 @@ def _parse_numstat_summary(out: str) -> set[str]:
         if body.endswith("}"):
             for i in _find_all(body, "{"):
                 inner = body[i + 1 : -1]
-                cands += [(body[:i] + inner[:j], body[:i] + inner[j + 4 :])
-                          for j in _find_all(inner, " => ")]
+                cands += [
+                    (body[:i] + inner[:j], body[:i] + inner[j + 4 :])
+                    for j in _find_all(inner, " => ")
+                ]
         consistent = [old for old, new in cands if new in names]
         olds += consistent or [old for old, _ in cands]
     return set(names) | set(olds)

@@ -19,13 +19,16 @@ COMPONENTS: tuple[str, ...] = (
     "performance",
 )
 CREDIT_COMPONENTS: tuple[str, ...] = ("public_tests", "hidden_tests")
-QUALITY_COMPONENTS: tuple[str, ...] = ("compiled", "mutation_score", "static_analysis", "performance")
+QUALITY_COMPONENTS: tuple[str, ...] = (
+    "compiled", "mutation_score", "static_analysis", "performance"
+)
 #: The suite each credit component measures.
 SUITE_OF: dict[str, str] = {"public_tests": "public", "hidden_tests": "hidden"}
 
 
 class Weights(BaseModel):
-    """Non-negative weight per component; ``performance`` is 0 unless a task declares a benchmark."""
+    """Non-negative weight per component; ``performance`` is 0 unless a task declares a
+    benchmark."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

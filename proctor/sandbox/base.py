@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import tarfile
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 #: Output kept per command, in bytes; the rest is dropped with a marker.
 DEFAULT_OUTPUT_CAP = 256 * 1024

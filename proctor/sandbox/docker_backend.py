@@ -166,4 +166,5 @@ class DockerSandbox(Sandbox):
         except NotFound:
             pass
         except (APIError, RequestException) as exc:
-            raise InfraError(f"cannot remove sandbox container {container.id[:12]}: {exc}") from None
+            raise InfraError(
+                f"cannot remove sandbox container {container.id[:12]}: {exc}") from None

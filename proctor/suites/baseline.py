@@ -8,7 +8,6 @@ of the reference patch, classified into FAIL_TO_PASS / PASS_TO_PASS / quarantine
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Callable

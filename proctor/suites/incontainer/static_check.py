@@ -2,7 +2,8 @@
 
 ``python -I -B static_check.py SELECT SNAPSHOT -- PATH...``. SNAPSHOT holds ``base/`` and
 ``patched/`` copies of the changed files, taken (as root, read-only to the sandbox user)
-right after the patch was applied, before any code of the patch ran. ruff runs ``--isolated --ignore-noqa`` with explicit paths, so the repo's config,
+right after the patch was applied, before any code of the patch ran. ruff runs
+``--isolated --ignore-noqa`` with explicit paths, so the repo's config,
 ``exclude`` settings and ``noqa`` comments cannot silence it. Output:
 ``{"base": [finding...], "patched": [finding...], "errors": [...]}``, each finding
 ``{"path", "rule", "line", "text", "message"}`` with ``text`` the stripped source line.

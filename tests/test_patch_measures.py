@@ -1,0 +1,60 @@
+"""Pure helpers of the pipeline: patch screening, diff size, ruff finding diff, report parsing."""
+
+from proctor.harness.diffstat import code_lines_changed
+from proctor.harness.patch_input import MAX_PATCH_BYTES, screen_patch
+from proctor.suites.pytest_runner import parse_report
+from proctor.suites.static_analysis import _tier, new_findings
+
+
+def test_screen_patch_reasons():
+    assert screen_patch(b"").reason == "empty_patch"
+    assert screen_patch(b"  \n\t\n").reason == "empty_patch"
+    assert screen_patch(b"\xff\xfe diff").reason == "patch_not_utf8"
+    big = screen_patch(b"x" * (MAX_PATCH_BYTES + 1))
+    assert big.reason == "patch_too_large" and big.text is None
+    ok = screen_patch(b"diff --git a/x b/x\n")
+    assert ok.reason is None and ok.text == "diff --git a/x b/x\n" and len(ok.sha256) == 64
+
+
+def test_code_lines_changed_ignores_blank_and_comment_lines():
+    patch = (
+        "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,5 @@\n"
+        " keep\n-old = 1\n+new = 1\n+# mentions conftest.py\n+\n+    #indented comment\n"
+        " keep\n"
+    )
+    assert code_lines_changed(patch) == 2
+
+
+def _f(path, rule, text, line=1):
+    return {"path": path, "rule": rule, "text": text, "line": line, "message": ""}
+
+
+def test_new_findings_is_a_multiset_difference_on_path_rule_text():
+    base = [_f("m.py", "F401", "import os", 1), _f("m.py", "E711", "x == None", 5)]
+    patched = [_f("m.py", "F401", "import os", 3),       # same finding, shifted line
+               _f("m.py", "E711", "x == None", 7),
+               _f("m.py", "E711", "x == None", 9),       # a second copy is new
+               _f("m.py", "F401", "import sys", 2)]      # import made unused: new
+    fresh = new_findings(base, patched)
+    assert [(f["rule"], f["text"], f["line"]) for f in fresh] == [
+        ("E711", "x == None", 9), ("F401", "import sys", 2)]
+
+
+def test_rule_tiers():
+    assert _tier("F401") == "error" and _tier("E999") == "error" and _tier("B006") == "error"
+    assert _tier("S307") == "error" and _tier("syntax") == "error"
+    assert _tier("E711") == "style" and _tier("UP035") == "style"
+
+
+def test_parse_report_reads_tests_session_and_collection_errors_and_skips_bad_lines():
+    text = "\n".join([
+        '{"nodeid": "t.py::a", "outcome": "passed", "duration": 0.1}',
+        '{"nodeid": "t.py::b", "outcome": "timeout", "duration": 5}',
+        '{"nodeid": "u.py", "outcome": "error", "duration": 0, "collection_error": true}',
+        '{"session": {"exitstatus": 1, "collected": 2}}',
+        '{"nodeid": "t.py::c", "outc',  # half-written line
+    ])
+    outcomes, session, errors = parse_report(text)
+    assert outcomes == {"t.py::a": "passed", "t.py::b": "timeout"}
+    assert session == {"exitstatus": 1, "collected": 2}
+    assert errors == ["u.py"]
