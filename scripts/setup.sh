@@ -18,8 +18,9 @@ if ! python3 -c "import proctor, pytest, typer" >/dev/null 2>&1 || [ ! -f .proct
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' 2>&1 \
     | grep -v '^WARNING: Location' || true
   python3 -c "import proctor"
+  command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
   touch .proctor-installed
 fi
 
-proctor image build >/dev/null
-echo "[setup] ready: sandbox image $(proctor image build 2>/dev/null)" >&2
+python3 -m proctor image build >/dev/null
+echo "[setup] ready: sandbox image $(python3 -m proctor image build 2>/dev/null)" >&2

@@ -94,11 +94,18 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
         _run_pipeline(rec, task, screened, data, image, limits)
     except ProctorError as exc:
-        rec.status, rec.reward, rec.verdict = "error", None, None
-        rec.error = ErrorInfo(kind=exc.kind, message=str(exc), retryable=exc.retryable)
-        rec.flags.exclude_from_advantage = True
+        _error(rec, exc.kind, str(exc), exc.retryable)
+    except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
+        _error(rec, "internal_error", f"{type(exc).__name__}: {exc}", False)
     rec.timing["total_s"] = round(time.monotonic() - started, 3)
     return rec
+
+
+def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
+    """Status ``error``, no reward: never scored as the agent's failure or success."""
+    rec.status, rec.reward, rec.verdict, rec.reason = "error", None, None, None
+    rec.error = ErrorInfo(kind=kind, message=message, retryable=retryable)
+    rec.flags.exclude_from_advantage = True
 
 
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
@@ -14,14 +15,14 @@ def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
     """Return (1.0 if every file compiles else 0.0, evidence listing the failures).
 
     Raises:
-        RuntimeError: the checker printed no result (a harness problem).
+        InfraError: the checker printed no result (a harness problem).
     """
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", *paths],
                  timeout=timeout, cwd=repo)
     try:
         result = json.loads(res.output.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise RuntimeError(f"compile check printed no result: {res.output[-1000:]}") from None
+        raise InfraError(f"compile check printed no result: {res.output[-1000:]}") from None
     failures = {p: e for p, e in result.items() if e}
     evidence = Evidence(command=res.command, exit_code=res.exit_code,
                         duration_s=round(res.duration_s, 3), details={"failures": failures})

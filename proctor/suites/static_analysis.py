@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
@@ -24,7 +25,8 @@ STYLE_RULES = ("E4", "E7", "W6", "UP", "SIM")
 
 
 def _tier(rule: str) -> str:
-    return "error" if any(rule.startswith(r) for r in ERROR_RULES) or rule == "syntax" else "style"
+    syntax = rule in ("syntax", "invalid-syntax")  # ruff 0.17 codes them invalid-syntax
+    return "error" if any(rule.startswith(r) for r in ERROR_RULES) or syntax else "style"
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
 
     Raises:
         InfraError (from the sandbox) when the container fails.
-        RuntimeError: ruff could not run or printed no JSON (a tool problem, not the patch's).
+        InfraError: ruff could not run or printed no JSON (a tool problem, not the patch's).
     """
     select = ",".join(ERROR_RULES + STYLE_RULES)
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
@@ -63,9 +65,9 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
     try:
         data = json.loads(res.output.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise RuntimeError(f"static analysis printed no result: {res.output[-1000:]}") from None
+        raise InfraError(f"static analysis printed no result: {res.output[-1000:]}") from None
     if data["errors"]:
-        raise RuntimeError(f"ruff failed: {data['errors'][0]}")
+        raise InfraError(f"ruff failed: {data['errors'][0]}")
     fresh = new_findings(data["base"], data["patched"])
     errors = [f for f in fresh if _tier(f["rule"]) == "error"]
     style = [f for f in fresh if _tier(f["rule"]) == "style"]

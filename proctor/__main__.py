@@ -1,0 +1,5 @@
+"""``python -m proctor`` is the ``proctor`` command."""
+
+from proctor.cli import app
+
+app()
