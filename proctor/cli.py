@@ -33,6 +33,9 @@ def _exit_for(exc: ProctorError) -> int:
 
 
 def _render(rec: RewardRecord) -> None:
+    if rec.status == "error":
+        err.print(f"[red]error[/red] ({rec.error.kind}): {rec.error.message}")
+        return
     table = Table(title=f"{rec.task_id}  rollout {rec.rollout_id[:12]}", show_lines=False)
     table.add_column("component")
     table.add_column("value", justify="right")
@@ -52,9 +55,6 @@ def _render(rec: RewardRecord) -> None:
         out.print(f"[red]integrity violation[/red]: {'; '.join(rec.integrity.reasons)}")
     if rec.reason:
         out.print(f"reason: {rec.reason} {rec.component_notes.get('reason', '')}")
-    if rec.status == "error":
-        out.print(f"[red]error[/red] ({rec.error.kind}): {rec.error.message}")
-        return
     v = rec.verdict
     out.print(f"total reward [bold]{rec.reward:.4f}[/bold]   verdict [bold]{v.gate}[/bold] "
               f"({v.score:.1f}/100){'  blockers: ' + '; '.join(v.blockers) if v.blockers else ''}")

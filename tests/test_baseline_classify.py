@@ -64,3 +64,12 @@ def test_no_fail_to_pass_is_a_configuration_error():
               "hidden": classify([{"b": P}], [{"b": P}])}
     with pytest.raises(TaskConfigError, match="no FAIL_TO_PASS.*reference patch makes no"):
         validate(suites, has_reference=True)
+
+
+def test_test_skipped_in_every_base_run_is_quarantined_not_a_target():
+    # regression: a skipif(Python < 3.14) test was classified FAIL_TO_PASS without a reference
+    s = classify([{"s": "skipped", "a": F}] * 3, None)
+    assert s.fail_to_pass == ["a"]
+    assert s.quarantined == {"s": "skipped on the base repo (cannot run here)"}
+    with_ref = classify([{"s": "skipped"}] * 2, [{"s": "passed"}] * 2)
+    assert with_ref.fail_to_pass == ["s"]

@@ -38,6 +38,7 @@ from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
 from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
+from proctor.rewards.weights import COMPONENTS
 from proctor.sandbox.base import Limits
 from proctor.sandbox.engine import docker_client
 from proctor.sandbox.image import resolve_image
@@ -115,7 +116,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
     # 1. Integrity: before anything is copied or started.
     if screened.reason:
-        return _honest_failure(rec, screened.reason, screened.message)
+        return _honest_failure(rec, screened.reason, screened.message, task)
     with timer("integrity"):
         rules = ForbiddenRules.for_task(
             task.config.forbidden, task.hidden_files,
@@ -123,11 +124,12 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         try:
             summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data))
         except PatchUnparseable as exc:
-            return _honest_failure(rec, "patch_unparseable", str(exc))
+            return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
                               paths=list(verdict.paths))
     if verdict.violated:
-        rec.reward, rec.reason = INTEGRITY_VIOLATION_REWARD, "integrity_violation"
+        _unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
+                    "not measured: integrity violation", task)
         rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation"])
         return None
 
@@ -146,7 +148,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                                          else 1, duration_s=round(applied.duration_s, 3),
                                          output=applied.output[-4000:])
         if not applied.applied:
-            return _honest_failure(rec, "did_not_apply", applied.output[-500:])
+            return _honest_failure(rec, "did_not_apply", applied.output[-500:], task)
 
         # 4. Measure, each step under its own timeout.
         py_paths = _changed_python_files(summary)
@@ -202,8 +204,16 @@ def _changed_python_files(summary: PatchSummary) -> list[str]:
     return sorted({t.path for t in summary.touched if t.kind in kinds and t.path.endswith(".py")})
 
 
-def _honest_failure(rec: RewardRecord, reason: str, message: str) -> None:
-    rec.reward, rec.reason = HONEST_FAILURE_REWARD, reason
+def _unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: Task) -> None:
+    """A reward decided before anything was measured: every component null, with why."""
+    rec.reward, rec.reason = reward, reason
+    rec.components = {name: None for name in COMPONENTS}
+    rec.component_notes = {name: why for name in COMPONENTS}
+    rec.weights = task.config.weights.as_dict()
+
+
+def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task) -> None:
+    _unmeasured(rec, HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
     rec.component_notes["reason"] = message
     rec.verdict = gate_verdict(rec.reward, {}, [])
 

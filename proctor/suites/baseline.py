@@ -21,6 +21,8 @@ from proctor.record import SuiteTests
 from proctor.version import __version__
 
 SUITES = ("public", "hidden")
+#: Bumped whenever classification or the stored shape changes: part of the cache key.
+BASELINE_FORMAT = "2"
 
 
 class SuiteBaseline(BaseModel):
@@ -60,16 +62,21 @@ def classify(base_runs: list[dict[str, str]], reference_runs: list[dict[str, str
     A test absent from a run counts as failed in it. With a reference: FAIL_TO_PASS = fails
     in every base run and passes in every reference run; PASS_TO_PASS = passes in all runs
     of both; quarantined = flaky in either, or failing with the reference. Without one: a
-    test failing in every base run is FAIL_TO_PASS unless ``known_broken`` lists it.
+    test failing in every base run is FAIL_TO_PASS unless ``known_broken`` lists it. A test
+    skipped in every base run (and not passing with the reference) is quarantined: a skip
+    condition of the environment is no target a patch can reach.
     """
     ids = sorted({i for run in base_runs + (reference_runs or []) for i in run})
     f2p, p2p, quarantined = [], [], {}
     for test_id in ids:
-        base = _status([run.get(test_id, "missing") for run in base_runs])
+        base_outcomes = [run.get(test_id, "missing") for run in base_runs]
+        base = _status(base_outcomes)
         ref = (_status([run.get(test_id, "missing") for run in reference_runs])
                if reference_runs else None)
         if test_id in known_broken:
             quarantined[test_id] = "known broken (task.toml)"
+        elif set(base_outcomes) == {"skipped"} and ref != "pass":
+            quarantined[test_id] = "skipped on the base repo (cannot run here)"
         elif base == "flaky":
             quarantined[test_id] = "flaky on the base repo"
         elif ref == "flaky":
@@ -102,8 +109,10 @@ def cache_dir() -> Path:
 
 
 def baseline_key(task: Task, image_id: str) -> str:
-    """Content address: task fingerprint + image id + Proctor version + number of runs."""
-    parts = [task.fingerprint, image_id, __version__, str(task.config.baseline.runs)]
+    """Content address: task fingerprint + image id + Proctor version + baseline format +
+    number of runs."""
+    parts = [task.fingerprint, image_id, __version__, BASELINE_FORMAT,
+             str(task.config.baseline.runs)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

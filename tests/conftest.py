@@ -1,0 +1,210 @@
+"""Shared fixtures: the toolz example task, its candidate patches, the Docker guard, an
+isolated baseline cache and temp dir, and the leak check (containers and temp dirs).
+
+Isolation, for the whole session:
+
+* ``PROCTOR_CACHE_DIR`` points at a fresh dir, so no test reads or writes a user's baselines.
+* ``TMPDIR`` / ``tempfile.tempdir`` point at a fresh dir: it is the system temp dir as Proctor
+  sees it, so the ``proctor-*`` leak check is exact and not disturbed by other processes.
+
+Leak check (``no_leaks``; automatic for every ``@pytest.mark.docker`` test): after the test,
+no ``org.proctor`` container created by this process (label ``org.proctor.owner_pid``)
+exists and no ``proctor-*`` entry is left in the temp dir. Other processes' containers
+(another engineer's test run, say) are not ours to judge, hence the owner filter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MAKE_TASK = REPO_ROOT / "examples" / "toolz" / "make_task.py"
+LABEL = "org.proctor"
+OWNER_LABEL = f"{LABEL}.owner_pid={os.getpid()}"
+
+
+def _load_make_task():
+    spec = importlib.util.spec_from_file_location("toolz_make_task_conftest", MAKE_TASK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_env(tmp_path_factory) -> Iterator[Path]:
+    """Fresh baseline cache and temp dir for the session (see the module docstring)."""
+    root = tmp_path_factory.mktemp("proctor-env")
+    cache, tmp = root / "cache", root / "tmp"
+    cache.mkdir()
+    tmp.mkdir()
+    saved = tempfile.tempdir
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROCTOR_CACHE_DIR", str(cache))
+        mp.setenv("TMPDIR", str(tmp))
+        tempfile.tempdir = str(tmp)
+        try:
+            yield cache
+        finally:
+            tempfile.tempdir = saved
+
+
+@pytest.fixture(scope="session")
+def proctor_cache_dir(_isolated_env) -> Path:
+    """The session's ``PROCTOR_CACHE_DIR``."""
+    return _isolated_env
+
+
+# --------------------------------------------------------------------------- docker
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A docker-py client, or None when no engine answers (never skips)."""
+    from proctor.errors import EngineUnavailable
+    from proctor.sandbox.engine import docker_client
+
+    try:
+        return docker_client(timeout=10)
+    except EngineUnavailable:
+        return None
+
+
+@pytest.fixture(scope="session")
+def docker_ready(docker_engine) -> str:
+    """The sandbox image tag; skips when no engine answers or the image is not built."""
+    from proctor.errors import ImageMissing
+    from proctor.sandbox.engine import docker_client
+    from proctor.sandbox.image import resolve_image
+
+    if docker_engine is None:
+        try:
+            docker_client(timeout=10)
+        except Exception as exc:  # noqa: BLE001 - any failure means: skip with the reason
+            pytest.skip(f"no Docker engine answers: {exc}")
+    try:
+        tag, _ = resolve_image(docker_engine)
+    except ImageMissing as exc:
+        pytest.skip(f"sandbox image missing: {exc}")
+    return tag
+
+
+def our_containers(client) -> list[str]:
+    """Ids of the ``org.proctor`` containers (any state) created by this test process."""
+    return [c.id for c in client.containers.list(all=True, filters={"label": [LABEL, OWNER_LABEL]})]
+
+
+def containers_created(client, start: float, end: float) -> list[str]:
+    """Ids of ``org.proctor`` containers this process created between ``start`` and ``end``
+    (``time.time()`` values), from the engine's event log."""
+    events = client.events(
+        since=int(start) - 1, until=int(end) + 1, decode=True,
+        filters={"type": "container", "event": "create", "label": [LABEL, OWNER_LABEL]},
+    )
+    lo, hi = int(start * 1e9), int(end * 1e9)
+    return [e["id"] for e in events if lo <= int(e["timeNano"]) <= hi]
+
+
+class ContainerCounter:
+    """``with counter:`` then ``counter.created``: containers this process created inside."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.created: list[str] = []
+
+    def __enter__(self) -> ContainerCounter:
+        self._start = time.time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = time.time()
+        # Events are timestamped by the engine; let the clock pass the window's end.
+        time.sleep(max(0.0, int(end) + 1 - time.time()) + 0.05)
+        self.created = containers_created(self.client, self._start, end)
+
+
+@pytest.fixture
+def count_containers(docker_engine, docker_ready) -> Callable[[], ContainerCounter]:
+    """Factory of :class:`ContainerCounter` on the session's engine."""
+    return lambda: ContainerCounter(docker_engine)
+
+
+def _proctor_temp_entries() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("proctor-*")}
+
+
+@pytest.fixture
+def no_leaks(docker_engine) -> Iterator[None]:
+    """After the test: no container of ours labelled ``org.proctor`` and no ``proctor-*``
+    entry in the temp dir (both must be empty before, too)."""
+    if docker_engine is not None:
+        assert our_containers(docker_engine) == [], "org.proctor containers left by earlier tests"
+    assert _proctor_temp_entries() == set(), "proctor-* temp dirs left by earlier tests"
+    yield
+    if docker_engine is not None:
+        left = our_containers(docker_engine)
+        for cid in left:  # clean up so one leak does not fail every later test
+            docker_engine.containers.get(cid).remove(force=True)
+        assert left == [], f"containers labelled {LABEL} left behind: {left}"
+    left_tmp = _proctor_temp_entries()
+    for name in left_tmp:
+        shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
+    assert left_tmp == set(), f"proctor-* temp dirs left in {tempfile.gettempdir()}: {left_tmp}"
+
+
+@pytest.fixture(autouse=True)
+def _docker_marker_guard(request) -> None:
+    """``@pytest.mark.docker`` tests need the engine and the image, and get the leak check."""
+    if request.node.get_closest_marker("docker") is not None:
+        request.getfixturevalue("docker_ready")
+        request.getfixturevalue("no_leaks")
+
+
+# --------------------------------------------------------------------------- toolz task
+
+
+@pytest.fixture(scope="session")
+def toolz_make_task():
+    """``examples/toolz/make_task.py`` as a module (constants, ``make_patch``...)."""
+    return _load_make_task()
+
+
+@pytest.fixture(scope="session")
+def toolz_build(tmp_path_factory, toolz_make_task) -> Path:
+    """The example built once for the session: ``task/`` and ``patches/`` in a tmp dir.
+    The sdist comes from ``examples/toolz/build/.cache`` (downloaded once if missing)."""
+    mk = toolz_make_task
+    out = tmp_path_factory.mktemp("toolz-example")
+    try:
+        mk.build(out)
+    except mk.DownloadError as exc:
+        pytest.skip(f"PyPI unreachable and no cached sdist in {mk.DEFAULT_CACHE}: {exc}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def toolz_task(toolz_build) -> Path:
+    """Directory of the example task (task.toml, repo/, hidden/, reference.patch)."""
+    return toolz_build / "task"
+
+
+@pytest.fixture(scope="session")
+def toolz_patches(toolz_build) -> dict[str, bytes]:
+    """Candidate patches of the example: name (file stem) -> bytes."""
+    return {p.stem: p.read_bytes() for p in sorted((toolz_build / "patches").glob("*.patch"))}
+
+
+@pytest.fixture(scope="session")
+def make_toolz_patch(toolz_task, toolz_make_task) -> Callable[[dict], bytes]:
+    """``make({repo path: (old text or None, new text)})`` -> a git diff against repo/."""
+    return lambda edits: toolz_make_task.make_patch(toolz_task / "repo", edits)
