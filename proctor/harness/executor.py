@@ -33,7 +33,7 @@ from proctor.harness.suites_in_sandbox import (
     run_public,
 )
 from proctor.harness.task import Task, load_task
-from proctor.harness.workspace import REPO, apply_patch
+from proctor.harness.workspace import REPO, apply_patch, kill_user_processes
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
@@ -167,6 +167,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         m.notes["mutation_score"] = "not measured (mutation testing is not enabled yet)"
         m.notes["performance"] = "the task declares no benchmark"
         with timer("static_analysis"):
+            kill_user_processes(sb)
             if py_paths:
                 static = run_static_analysis(sb, snapshot, py_paths,
                                              deadline.budget(STEP_TIMEOUT_S))
@@ -188,14 +189,22 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
             command=run.command, exit_code=run.exit_code, duration_s=round(run.duration_s, 3),
             output=run.output[-4000:],
             details={"collected": run.collected, "session_finished": run.session_finished,
-                     "timed_out": run.timed_out, "collection_errors": run.collection_errors})
+                     "timed_out": run.timed_out, "collection_errors": run.collection_errors,
+                     "tampered": run.tampered, "tripwire": run.tripwire})
     breakdown = compute_reward(m, task.config.weights)
     rec.measurements, rec.tests = m, m.suites
     rec.reward, rec.components = breakdown.total, breakdown.components
     rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
-    rec.verdict = gate_verdict(breakdown.total, breakdown.components, [])
+    rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
+    blockers = []
+    trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
+    if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
+        rec.flags.tripwire, rec.reason = True, "tripwire"
+        rec.reward = INTEGRITY_VIOLATION_REWARD
+        blockers.append("tripwire: " + "; ".join(trips))
+    rec.verdict = gate_verdict(rec.reward, breakdown.components, blockers)
 
 
 def _changed_python_files(summary: PatchSummary) -> list[str]:

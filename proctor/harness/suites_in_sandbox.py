@@ -11,6 +11,7 @@ from proctor.harness.task import Task
 from proctor.harness.workspace import (
     REPO,
     apply_patch,
+    kill_user_processes,
     place_hidden_tests,
     prepare_repo,
     restore_public_tests,
@@ -42,7 +43,9 @@ def run_public(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
 
 
 def run_hidden(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
-    """Copy the hidden tests in now, to an unpredictable dir, and run them there."""
+    """Kill what the earlier steps left running, copy the hidden tests in now (read-only, to
+    an unpredictable dir) and run them there."""
+    kill_user_processes(sb)
     root = place_hidden_tests(sb, task)
     return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)

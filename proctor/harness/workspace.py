@@ -80,8 +80,15 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
 
 
 def place_hidden_tests(sb: Sandbox, task: Task) -> str:
-    """Copy the hidden tests to a fresh unpredictable directory; returns it (the rootdir
-    of the hidden run). Called only after the patch is applied."""
+    """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory;
+    returns it (the rootdir of the hidden run). Called only after the patch is applied and
+    after every process of the sandbox user was killed (:func:`kill_user_processes`)."""
     root = f"/proctor/h-{secrets.token_hex(8)}"
-    sb.put_tree(root, task.hidden)
+    sb.put_tree(root, task.hidden, read_only=True)
     return root
+
+
+def kill_user_processes(sb: Sandbox, timeout: float = 10) -> None:
+    """SIGKILL every process of the sandbox user (``kill -9 -1`` spares only the caller and
+    PID 1), so nothing the code under test started in one step reaches the next."""
+    sb.run(["sh", "-c", "kill -9 -1 2>/dev/null; true"], timeout=timeout)

@@ -69,8 +69,10 @@ class Sandbox(ABC):
         """
 
     @abstractmethod
-    def put_archive(self, dest_dir: str, tar_bytes: bytes) -> None:
-        """Extract an uncompressed tar into ``dest_dir`` (created if missing)."""
+    def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
+        """Extract an uncompressed tar into ``dest_dir``; a missing ``dest_dir`` is created by
+        the sandbox user, or by root when ``as_root`` (then the user cannot rename or replace
+        what is inside)."""
 
     @abstractmethod
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
@@ -80,13 +82,16 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Stop and remove everything the sandbox holds."""
 
-    def put_files(self, dest_dir: str, files: dict[str, bytes], mode: int = 0o644) -> None:
-        """Write ``files`` (relative path -> bytes) under ``dest_dir``."""
-        self.put_archive(dest_dir, tar_of_files(files, mode))
+    def put_files(self, dest_dir: str, files: dict[str, bytes], *,
+                  read_only: bool = False) -> None:
+        """Write ``files`` (relative path -> bytes) under ``dest_dir``. ``read_only``: owned
+        by root, files 0444 and directories 0555, so the sandbox user can read, not change."""
+        self.put_archive(dest_dir, tar_of_files(files, read_only), as_root=read_only)
 
-    def put_tree(self, dest_dir: str, root: Path, only: list[str] | None = None) -> None:
+    def put_tree(self, dest_dir: str, root: Path, only: list[str] | None = None, *,
+                 read_only: bool = False) -> None:
         """Copy a host directory (or only the given relative paths of it) to ``dest_dir``."""
-        self.put_archive(dest_dir, tar_of_tree(root, only))
+        self.put_archive(dest_dir, tar_of_tree(root, only, read_only), as_root=read_only)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -98,40 +103,44 @@ class Sandbox(ABC):
 SANDBOX_UID = 1000
 
 
-def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = SANDBOX_UID
+def _owner(info: tarfile.TarInfo, read_only: bool) -> tarfile.TarInfo:
+    info.uid = info.gid = 0 if read_only else SANDBOX_UID
     info.uname = info.gname = ""
     info.mtime = 0
+    if read_only:
+        info.mode = 0o555 if info.isdir() else 0o444
     return info
 
 
-def tar_of_files(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+def tar_of_files(files: dict[str, bytes], read_only: bool = False) -> bytes:
+    """An uncompressed tar of ``files`` with their parent directories (see ``put_files``)."""
     buf = io.BytesIO()
     dirs = sorted({str(parent) for rel in files for parent in Path(rel).parents} - {"."})
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel in dirs:
-            info = _owned(tarfile.TarInfo(rel))
+            info = tarfile.TarInfo(rel)
             info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
+            tar.addfile(_owner(info, read_only))
         for rel, data in sorted(files.items()):
-            info = _owned(tarfile.TarInfo(rel))
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(_owner(info, read_only), io.BytesIO(data))
     return buf.getvalue()
 
 
-def tar_of_tree(root: Path, only: list[str] | None = None) -> bytes:
+def tar_of_tree(root: Path, only: list[str] | None = None, read_only: bool = False) -> bytes:
+    """An uncompressed tar of a host tree, without ``__pycache__`` and compiled files."""
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
+            return None
+        return _owner(info, read_only)
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel in only if only is not None else ["."]:
-            tar.add(root / rel, arcname=rel, filter=_skip_pycache)
+            tar.add(root / rel, arcname=rel, filter=keep)
     return buf.getvalue()
-
-
-def _skip_pycache(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
-        return None
-    return _owned(info)
 
 
 BACKENDS: dict[str, Callable[..., Sandbox]] = {}

@@ -131,26 +131,35 @@ class DockerSandbox(Sandbox):
         timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
 
-    def put_archive(self, dest_dir: str, tar_bytes: bytes) -> None:
+    def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
         try:
-            if not self._container.put_archive(dest_dir, tar_bytes):
-                raise InfraError(f"put_archive to {dest_dir} refused")
-        except NotFound:
-            self.run(["mkdir", "-p", dest_dir], timeout=10)
-            self._container.put_archive(dest_dir, tar_bytes)
+            try:
+                self._container.put_archive(dest_dir, tar_bytes)
+                return
+            except NotFound:  # make the directory (as the right user), then retry
+                pass
+            mkdir = self.run(["mkdir", "-p", dest_dir], timeout=10,
+                             user="0:0" if as_root else None)
+            if not mkdir.ok or not self._container.put_archive(dest_dir, tar_bytes):
+                raise InfraError(f"cannot copy files to {dest_dir}: {mkdir.output[-500:]}")
         except (DockerException, RequestException) as exc:
             raise InfraError(f"cannot copy files into the sandbox: {exc}") from None
 
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
+        """Contents of one file, or None when it does not exist or is over ``max_bytes``
+        (a file the code under test can write is its own business, never a harness error)."""
+        size = self.run(["stat", "-c", "%s", path], timeout=10)
+        if not size.ok or not size.output.strip().isdigit():
+            return None
+        if int(size.output.strip()) > max_bytes:
+            return None
         try:
-            stream, stat = self._container.get_archive(path)
+            stream, _ = self._container.get_archive(path)
+            data = b"".join(stream)
         except NotFound:
             return None
         except (DockerException, RequestException) as exc:
             raise InfraError(f"cannot read {path} from the sandbox: {exc}") from None
-        if stat.get("size", 0) > max_bytes:
-            raise InfraError(f"{path} in the sandbox is over {max_bytes} bytes")
-        data = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             member = tar.next()
             if member is None or not member.isfile():

@@ -26,7 +26,9 @@ COMPLETED_EXIT = (0, 1)
 
 @dataclass
 class SuiteRun:
-    """One run of one suite. ``outcomes`` maps test id -> outcome (see proctor_report)."""
+    """One run of one suite. ``outcomes`` maps test id -> outcome (see proctor_report);
+    empty when ``tampered`` lists reasons to distrust the report (every test then counts as
+    failed). ``tripwire`` says why the runner was subverted (reward -1.0), or is None."""
 
     suite: str
     outcomes: dict[str, str]
@@ -38,14 +40,16 @@ class SuiteRun:
     session_finished: bool = False
     timed_out: bool = False
     collection_errors: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
+    tripwire: str | None = None
 
 
 def install_harness(sb: Sandbox) -> None:
-    """Copy the runner, the report plugin and the ini into ``HARNESS_DIR``."""
+    """Copy the runner, the report plugin and the ini into ``HARNESS_DIR``, root-owned and
+    read-only: the code under test cannot replace them between runs."""
     files = {p.name: p.read_bytes() for p in INCONTAINER.iterdir() if p.is_file()
              and p.suffix in (".py", ".ini")}
-    sb.put_files(HARNESS_DIR, files)
-    sb.put_files(OUT_DIR, {".keep": b""})
+    sb.put_files(HARNESS_DIR, files, read_only=True)
 
 
 def pytest_argv(rootdir: str, repo: str, targets: list[str], report: str,
@@ -81,18 +85,79 @@ def parse_report(text: str) -> tuple[dict[str, str], dict | None, list[str]]:
     return outcomes, session, collection_errors
 
 
+FAILING = ("failed", "error", "timeout", "xpassed")
+
+
+@dataclass(frozen=True)
+class Tripwire:
+    """A test module with random names put next to each run: ``must_fail`` asserts False,
+    ``must_pass`` passes (DESIGN section 5)."""
+
+    dir: str
+    module: str
+    must_fail: str
+    must_pass: str
+
+    @classmethod
+    def new(cls) -> Tripwire:
+        t = secrets.token_hex(6)
+        return cls(f"/proctor/t-{secrets.token_hex(6)}", f"test_{t}.py",
+                   f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}")
+
+    def source(self) -> bytes:
+        return (f"def {self.must_fail}():\n    assert 0 == 1\n\n\n"
+                f"def {self.must_pass}():\n    assert 1 == 1\n").encode()
+
+
+def judge_report(outcomes: dict[str, str], session: dict | None, exit_code: int,
+                 finished: bool, trip: Tripwire) -> tuple[dict[str, str], list[str], str | None]:
+    """Cross-check the report with the exit code and the tripwires (pure).
+
+    Returns (outcomes without the tripwires, tampering reasons, tripwire verdict or None).
+    A must-fail tripwire that did not fail, or missing tripwires in a session that ran to its
+    end, means the runner was subverted. A session record disagreeing with the exit code, or
+    verdicts disagreeing with it (exit 0 with failures, exit 1 without), means the report was
+    tampered with.
+    """
+    names = (f"::{trip.must_fail}", f"::{trip.must_pass}")
+    trips = {k: v for k, v in outcomes.items() if k.endswith(names)}
+    real = {k: v for k, v in outcomes.items() if k not in trips}
+    fail = next((v for k, v in trips.items() if k.endswith(trip.must_fail)), None)
+    tripwire = None
+    if fail is not None and fail != "failed":
+        tripwire = f"must-fail tripwire reported {fail}"
+    elif fail is None and finished:
+        tripwire = "tripwire missing from a session that ran to its end"
+    tampered = []
+    if session is not None and session.get("exitstatus") != exit_code and finished:
+        tampered.append(f"session record says exit {session.get('exitstatus')}, "
+                        f"process exited {exit_code}")
+    failing = any(v in FAILING for v in outcomes.values())
+    if exit_code == 0 and failing:
+        tampered.append("exit code 0 but the report lists failures")
+    if exit_code == 1 and not failing:
+        tampered.append("exit code 1 but the report lists no failure")
+    return real, tampered, tripwire
+
+
 def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list[str],
               per_test_timeout: float, suite_timeout: float) -> SuiteRun:
-    """Run pytest on ``targets`` (paths relative to ``rootdir``) and read the report back."""
+    """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module,
+    and read the report back."""
+    trip = Tripwire.new()
+    sb.put_files(trip.dir, {trip.module: trip.source()}, read_only=True)
     report = f"{OUT_DIR}/{suite}-{secrets.token_hex(8)}.jsonl"
-    argv = pytest_argv(rootdir, repo, targets, report, per_test_timeout)
+    argv = pytest_argv(rootdir, repo, [*targets, f"{trip.dir}/{trip.module}"], report,
+                       per_test_timeout)
     res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
     raw = sb.get_file(report)
     outcomes, session, coll_errors = parse_report(raw.decode("utf-8", "replace") if raw else "")
+    finished = session is not None and res.exit_code in COMPLETED_EXIT
+    real, tampered, tripwire = judge_report(outcomes, session, res.exit_code, finished, trip)
     return SuiteRun(
-        suite=suite, outcomes=outcomes, command=res.command, exit_code=res.exit_code,
-        duration_s=res.duration_s, output=res.output[-8000:],
-        collected=session["collected"] if session else None,
-        session_finished=session is not None and res.exit_code in COMPLETED_EXIT,
-        timed_out=res.timed_out, collection_errors=coll_errors,
+        suite=suite, outcomes={} if tampered or tripwire else real, command=res.command,
+        exit_code=res.exit_code, duration_s=res.duration_s, output=res.output[-8000:],
+        collected=session["collected"] if session else None, session_finished=finished,
+        timed_out=res.timed_out, collection_errors=coll_errors, tampered=tampered,
+        tripwire=tripwire,
     )
