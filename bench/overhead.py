@@ -35,7 +35,7 @@ def bare_runs(task, image: str, repeats: int) -> list[float]:
     with DockerSandbox(image) as sb:
         prepare_repo(sb, task)
         assert apply_patch(sb, task.reference_patch.read_bytes()).applied
-        sb.put_tree("/proctor/hidden", task.hidden)
+        sb.put_tree("/proctor/hidden", task.hidden, read_only=True)
         public = " ".join(task.config.tests.public)
         hidden = " ".join(task.hidden_files)
         cmd = (f"cd {REPO} && python -m pytest -q -p no:cacheprovider {public}; "
