@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from proctor.errors import ProctorError
@@ -112,7 +113,7 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
                   image: str | None, limits: Limits) -> None:
     deadline = _Deadline(task.config.timeouts.per_patch)
-    timer = _PhaseTimer(rec)
+    timer = _phase_timer(rec)
 
     # 1. Integrity: before anything is copied or started.
     if screened.reason:
@@ -227,20 +228,15 @@ def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task) ->
     rec.verdict = gate_verdict(rec.reward, {}, [])
 
 
-class _PhaseTimer:
+def _phase_timer(rec: RewardRecord):
     """``with timer("phase"):`` records the phase's wall time in ``rec.timing`` (seconds)."""
 
-    def __init__(self, rec: RewardRecord) -> None:
-        self.rec = rec
+    @contextmanager
+    def timer(phase: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            rec.timing[f"{phase}_s"] = round(time.monotonic() - start, 3)
 
-    def __call__(self, phase: str):
-        timer = self
-
-        class _Ctx:
-            def __enter__(self):
-                self.t = time.monotonic()
-
-            def __exit__(self, *exc):
-                timer.rec.timing[f"{phase}_s"] = round(time.monotonic() - self.t, 3)
-
-        return _Ctx()
+    return timer
