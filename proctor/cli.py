@@ -1,7 +1,7 @@
 """``proctor`` command line: thin typer commands over the library.
 
-Exit codes: 0 a reward was computed (whatever its value), 2 bad usage or task
-configuration, 3 infrastructure error.
+Exit codes: 0 a reward was computed (whatever its value), 1 ``score --fail-under N`` and
+the gate score is below N, 2 bad usage or task configuration, 3 infrastructure error.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ app.add_typer(image_app, name="image")
 out = Console()
 err = Console(stderr=True)
 
-EXIT_CONFIG, EXIT_INFRA = 2, 3
+EXIT_BELOW, EXIT_CONFIG, EXIT_INFRA = 1, 2, 3
 
 
 def _exit_for(exc: ProctorError) -> int:
@@ -55,9 +55,14 @@ def _render(rec: RewardRecord) -> None:
         out.print(f"[red]integrity violation[/red]: {'; '.join(rec.integrity.reasons)}")
     if rec.reason:
         out.print(f"reason: {rec.reason} {rec.component_notes.get('reason', '')}")
+    raised = [name for name, on in rec.flags.model_dump().items() if on]
+    if raised:
+        out.print(f"flags: {', '.join(raised)}")
     v = rec.verdict
     out.print(f"total reward [bold]{rec.reward:.4f}[/bold]   verdict [bold]{v.gate}[/bold] "
-              f"({v.score:.1f}/100){'  blockers: ' + '; '.join(v.blockers) if v.blockers else ''}")
+              f"({v.score:.1f}/100; {v.rule})")
+    for blocker in v.blockers:
+        out.print(f"  blocker: {blocker}")
 
 
 @app.command()
@@ -68,8 +73,13 @@ def score(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record here."),
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     rollout_id: str | None = typer.Option(None, help="Rollout id to record."),
+    fail_under: float | None = typer.Option(
+        None, help="Exit 1 when the gate score (0..100) is below this (pre-merge hook)."),
 ) -> None:
-    """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict."""
+    """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
+
+    Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
+    configuration, 3 infrastructure error."""
     from proctor.harness.executor import score as score_patch
 
     if str(patch) == "-":
@@ -88,6 +98,9 @@ def score(
         _render(rec)
     if rec.status == "error":
         raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
+    if fail_under is not None and rec.verdict.score < fail_under:
+        err.print(f"gate score {rec.verdict.score:g} is below --fail-under {fail_under:g}")
+        raise typer.Exit(EXIT_BELOW)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from proctor.errors import ProctorError
+from proctor.harness.added_lines import added_lines
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.forbidden import ForbiddenRules
 from proctor.harness.integrity import (
@@ -34,7 +35,7 @@ from proctor.harness.suites_in_sandbox import (
     run_public,
 )
 from proctor.harness.task import Task, load_task
-from proctor.harness.workspace import REPO, apply_patch, kill_user_processes
+from proctor.harness.workspace import REPO, apply_patch, kill_user_processes, place_bench_dir
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
@@ -44,10 +45,13 @@ from proctor.sandbox.base import Limits
 from proctor.sandbox.engine import docker_client
 from proctor.sandbox.image import resolve_image
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
+from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
 from proctor.suites.pytest_runner import SuiteRun
+from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.snapshot import snapshot_changed_files
 from proctor.suites.static_analysis import run_static_analysis
+from proctor.suites.suppressions import find_suppressions
 from proctor.version import __version__
 
 #: Reward of an honest failure that changed nothing measurable (empty, unparseable, did not
@@ -128,10 +132,12 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
                               paths=list(verdict.paths))
+    with timer("added_lines_scan"):
+        blockers = _scan_added_lines(rec, screened.text)
     if verdict.violated:
         _unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
                     "not measured: integrity violation", task)
-        rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation"])
+        rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation", *blockers])
         return None
 
     # 2. Baseline (cached per task + image + Proctor version).
@@ -149,7 +155,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                                          else 1, duration_s=round(applied.duration_s, 3),
                                          output=applied.output[-4000:])
         if not applied.applied:
-            return _honest_failure(rec, "did_not_apply", applied.output[-500:], task)
+            return _honest_failure(rec, "did_not_apply", applied.output[-500:], task,
+                                   blockers)
 
         # 4. Measure, each step under its own timeout.
         py_paths = _changed_python_files(summary)
@@ -166,7 +173,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         with timer("hidden_tests"):
             hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
         m.notes["mutation_score"] = "not measured (mutation testing is not enabled yet)"
-        m.notes["performance"] = "the task declares no benchmark"
+        with timer("performance"):
+            _measure_performance(rec, m, sb, task, deadline)
         with timer("static_analysis"):
             kill_user_processes(sb)
             if py_paths:
@@ -178,12 +186,48 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                 m.notes["static_analysis"] = "no .py file changed"
 
     # 5. Reward: a pure function of the measurements.
-    _grade(rec, m, baseline, public, hidden, task)
+    _grade(rec, m, baseline, public, hidden, task, blockers)
     return None
 
 
+def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
+    """Host-side scans of the added lines (no copy, nothing run): suppressions (a flag) and
+    secrets (a flag and a hard blocker of the gate). Returns the gate blockers."""
+    lines = added_lines(text)
+    suppressions, secrets = find_suppressions(lines), find_secrets(lines)
+    rec.flags.suppressions_added = bool(suppressions)
+    rec.flags.secret_in_patch = bool(secrets)
+    if suppressions:
+        rec.evidence["suppressions"] = Evidence(
+            command="scan of added lines", details={"suppressions": suppressions})
+    if not secrets:
+        return []
+    rec.evidence["secrets"] = Evidence(command="detect-secrets + keyword rule on added lines",
+                                       details={"secrets": secrets})
+    where = ", ".join(f"{s['path']}:{s['line']} ({s['type']})" for s in secrets[:3])
+    return [f"secret in added lines: {where}"]
+
+
+def _measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
+                         deadline: _Deadline) -> None:
+    """The ``performance`` component: the task's benchmark, or null when it declares none."""
+    cfg = task.config.benchmark
+    if cfg is None:
+        m.notes["performance"] = "the task declares no benchmark"
+        return
+    kill_user_processes(sb)
+    bench_dir = place_bench_dir(sb, task)
+    result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir,
+                           timeout=deadline.budget(cfg.timeout_s))
+    m.performance = result.score
+    m.notes["performance"] = result.note
+    rec.evidence["performance"] = result.evidence
+    if result.degraded:
+        rec.flags.degraded = True
+
+
 def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,
-           hidden: SuiteRun, task: Task) -> None:
+           hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
     for run in (public, hidden):
         m.suites[run.suite] = grade_run(baseline.suites[run.suite], run.outcomes)
         rec.evidence[f"{run.suite}_tests"] = Evidence(
@@ -192,14 +236,14 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
             details={"collected": run.collected, "session_finished": run.session_finished,
                      "timed_out": run.timed_out, "collection_errors": run.collection_errors,
                      "tampered": run.tampered, "tripwire": run.tripwire})
-    breakdown = compute_reward(m, task.config.weights)
+    breakdown = compute_reward(m, task.config.effective_weights())
     rec.measurements, rec.tests = m, m.suites
     rec.reward, rec.components = breakdown.total, breakdown.components
     rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
-    blockers = []
+    blockers = list(blockers)
     trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
         rec.flags.tripwire, rec.reason = True, "tripwire"
@@ -219,13 +263,14 @@ def _unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: T
     rec.reward, rec.reason = reward, reason
     rec.components = {name: None for name in COMPONENTS}
     rec.component_notes = {name: why for name in COMPONENTS}
-    rec.weights = task.config.weights.as_dict()
+    rec.weights = task.config.effective_weights().as_dict()
 
 
-def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task) -> None:
+def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
+                    blockers: list[str] = ()) -> None:
     _unmeasured(rec, HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
     rec.component_notes["reason"] = message
-    rec.verdict = gate_verdict(rec.reward, {}, [])
+    rec.verdict = gate_verdict(rec.reward, {}, list(blockers))
 
 
 def _phase_timer(rec: RewardRecord):
