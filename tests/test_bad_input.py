@@ -335,3 +335,19 @@ def test_task_without_fail_to_pass_skipped_test_is_not_a_target(toolz_task, tool
     task = _fixed_task_without_reference(toolz_task, toolz_make_task, tmp_path / "task", [])
     rec = score(task, toolz_patches["comment_mentions_hidden"])
     assert_error(rec, "task_config", retryable=False)
+
+
+@pytest.mark.docker
+def test_file_that_crashes_the_checkers_is_the_patchs_failure(toolz_task, make_toolz_patch):
+    """Regression: a 200 KB chained expression overflows ruff's stack and CPython's compiler
+    recursion limit. That used to be an infra error (unscored: a patch could hide its own
+    failure from the trainer); it is the patch's failure of those steps: 0.0 each."""
+    deep = "x = " + "1+" * 100_000 + "1\n"
+    rec = score(toolz_task, make_toolz_patch({"toolz/deep.py": (None, deep)}))
+    assert rec.status == "scored" and rec.error is None
+    assert rec.components["compiled"] == 0.0
+    assert "RecursionError" in rec.evidence["compiled"].details["failures"]["toolz/deep.py"]
+    assert rec.components["static_analysis"] == 0.0
+    assert rec.evidence["static_analysis"].details["step_failed"] == (
+        "ruff failed on the patched files")
+    assert rec.reward == pytest.approx(-0.0005)  # fixes nothing, breaks nothing; 1 code line
