@@ -162,11 +162,29 @@ def no_leaks(docker_engine) -> Iterator[None]:
     assert left_tmp == set(), f"proctor-* temp dirs left in {tempfile.gettempdir()}: {left_tmp}"
 
 
+@pytest.fixture(scope="session")
+def local_ready() -> str:
+    """The local backend's tools venv (built once, cached); skips when bubblewrap is missing
+    or the venv cannot be built."""
+    from proctor.sandbox import bwrap_backend
+
+    problem = bwrap_backend.unavailable()
+    if problem:
+        pytest.skip(f"local backend unavailable: {problem}")
+    try:
+        return bwrap_backend.ensure_env()
+    except Exception as exc:  # noqa: BLE001 - skip reason shows the harness message
+        pytest.skip(f"local tools venv: {exc}")
+
+
 @pytest.fixture(autouse=True)
 def _docker_marker_guard(request) -> None:
     """``@pytest.mark.docker`` tests need the engine and the image, and get the leak check."""
     if request.node.get_closest_marker("docker") is not None:
         request.getfixturevalue("docker_ready")
+        request.getfixturevalue("no_leaks")
+    if request.node.get_closest_marker("local") is not None:
+        request.getfixturevalue("local_ready")
         request.getfixturevalue("no_leaks")
 
 
