@@ -135,12 +135,22 @@ def test_no_network(open_sb, address):
 # ------------------------------------------------------------------ limits
 
 
-def test_memory_limit_kills_the_process_and_the_sandbox_survives(open_sb):
+def test_memory_limit_stops_one_process_and_the_sandbox_survives(open_sb):
     sb = open_sb(Limits(memory_bytes=256 * MiB))
-    _unenforced(sb, "memory")
     res = sb.run([PY, "-c", "b = bytearray(512 * 1024**2); b[::4096] = b'x' * len(b[::4096]);"
                   " print('ALLOCATED')"], timeout=60)
     assert res.exit_code != 0 and "ALLOCATED" not in res.output
+    assert sb.run(["true"], timeout=10).ok
+
+
+def test_memory_limit_covers_the_whole_process_tree(open_sb):
+    sb = open_sb(Limits(memory_bytes=256 * MiB))
+    _unenforced(sb, "memory")
+    hog = ("import time; b = bytearray(100 * 1024**2); b[::4096] = b'x' * len(b[::4096]); "
+           "time.sleep(3); print('HELD')")
+    res = sb.run(["sh", "-c", f"for i in 1 2 3 4; do {PY} -c \"{hog}\" & done; wait"],
+                 timeout=30)
+    assert res.output.count("HELD") < 4  # 4 x 100 MiB do not fit in 256 MiB together
     assert sb.run(["true"], timeout=10).ok
 
 

@@ -22,10 +22,8 @@ force-removes the container; the executor calls it on every path out.
 
 from __future__ import annotations
 
-import io
 import shlex
 import socket
-import tarfile
 import threading
 import time
 import uuid
