@@ -68,6 +68,9 @@ def score(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record here."),
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     rollout_id: str | None = typer.Option(None, help="Rollout id to record."),
+    sandbox: str | None = typer.Option(
+        None, help="Sandbox backend: docker or local (bubblewrap). Default: docker when an "
+        "engine answers, else local."),
 ) -> None:
     """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict."""
     from proctor.harness.executor import score as score_patch
@@ -79,7 +82,7 @@ def score(
     else:
         err.print(f"patch file not found: {patch}")
         raise typer.Exit(EXIT_CONFIG)
-    rec = score_patch(task, data, image=image, rollout_id=rollout_id)
+    rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:
@@ -88,6 +91,19 @@ def score(
         _render(rec)
     if rec.status == "error":
         raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
+
+
+@app.command()
+def cleanup(
+    dead_only: bool = typer.Option(False, "--dead-only",
+                                   help="Only sandboxes whose owner process is gone."),
+) -> None:
+    """Remove sandboxes a crashed run left: expired ones and those whose owner is gone.
+    Sandboxes of live Proctor processes are never touched."""
+    from proctor.sandbox.cleanup import remove_stale
+
+    report = remove_stale(expired=not dead_only)
+    print(f"removed {len(report.containers)} container(s), {len(report.dirs)} local dir(s)")
 
 
 @app.command()

@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 from proctor.errors import InfraError
@@ -228,6 +229,7 @@ class LocalSandbox(Sandbox):
         self.image_id = env_id()
         self._venv = str(Path(env).resolve())
         self._fds: dict[str, int] = {}
+        self._procs: weakref.WeakSet = weakref.WeakSet()
         self._root: Path | None = Path(tempfile.mkdtemp(prefix=DIR_PREFIX,
                                                                 dir=sandbox_base()))
         self._uid = HOST_UID if _is_root() else os.getuid()
@@ -317,13 +319,15 @@ class LocalSandbox(Sandbox):
         if _is_root():
             kwargs = dict(user=self._uid, group=self._uid, extra_groups=[])
         try:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 self._argv(argv, user=user, cwd=cwd, timeout=timeout),
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=stderr, env={**SANDBOX_ENV, **(env or {})},
                 pass_fds=tuple(self._fds.values()), start_new_session=True, cwd="/", **kwargs)
         except OSError as exc:
             raise InfraError(f"cannot start bwrap: {exc}") from None
+        self._procs.add(proc)
+        return proc
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
         start = time.monotonic()
@@ -403,11 +407,19 @@ class LocalSandbox(Sandbox):
         return data
 
     def leftovers(self) -> list[str]:
-        return [str(self._root)] if self._root is not None and self._root.exists() else []
+        """The host dir while it exists, plus the pids of bwrap runs still alive."""
+        left = [str(self._root)] if self._root is not None and self._root.exists() else []
+        return left + [str(p.pid) for p in list(self._procs) if p.poll() is None]
 
     def close(self) -> None:
         root, self._root = self._root, None
         cleanup.untrack(self)
+        for proc in list(self._procs):  # a run still going (close from a signal handler)
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
         for fd in self._fds.values():
             try:
                 os.close(fd)

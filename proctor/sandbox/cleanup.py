@@ -42,8 +42,9 @@ def pid_start_ticks(pid: int) -> str | None:
 
 def owner_alive(host: str | None, pid: str | None, start: str | None) -> bool:
     """True unless the owner is known to be gone: same host, and its pid is not running or
-    runs a different process (start time differs). Another host's owner counts as alive."""
-    if host != socket.gethostname() or not (pid or "").isdigit():
+    runs a different process (start time differs). Another host's owner counts as alive; a
+    sandbox without a host label (older Proctor) counts as this host's."""
+    if (host is not None and host != socket.gethostname()) or not (pid or "").isdigit():
         return True
     now = pid_start_ticks(int(pid))
     return now is not None and (start is None or start == now)
