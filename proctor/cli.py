@@ -75,6 +75,9 @@ def score(
     rollout_id: str | None = typer.Option(None, help="Rollout id to record."),
     fail_under: float | None = typer.Option(
         None, help="Exit 1 when the gate score (0..100) is below this (pre-merge hook)."),
+    sandbox: str | None = typer.Option(
+        None, help="Sandbox backend: docker or local (bubblewrap). Default: docker when an "
+        "engine answers, else local."),
 ) -> None:
     """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
 
@@ -89,7 +92,7 @@ def score(
     else:
         err.print(f"patch file not found: {patch}")
         raise typer.Exit(EXIT_CONFIG)
-    rec = score_patch(task, data, image=image, rollout_id=rollout_id)
+    rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:
@@ -101,6 +104,19 @@ def score(
     if fail_under is not None and rec.verdict.score < fail_under:
         err.print(f"gate score {rec.verdict.score:g} is below --fail-under {fail_under:g}")
         raise typer.Exit(EXIT_BELOW)
+
+
+@app.command()
+def cleanup(
+    dead_only: bool = typer.Option(False, "--dead-only",
+                                   help="Only sandboxes whose owner process is gone."),
+) -> None:
+    """Remove sandboxes a crashed run left: expired ones and those whose owner is gone.
+    Sandboxes of live Proctor processes are never touched."""
+    from proctor.sandbox.cleanup import remove_stale
+
+    report = remove_stale(expired=not dead_only)
+    print(f"removed {len(report.containers)} container(s), {len(report.dirs)} local dir(s)")
 
 
 @app.command()

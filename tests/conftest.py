@@ -48,15 +48,21 @@ def _isolated_env(tmp_path_factory) -> Iterator[Path]:
     cache, tmp = root / "cache", root / "tmp"
     cache.mkdir()
     tmp.mkdir()
+    # The local backend's sandbox dirs must be reachable by its unprivileged host uid, which
+    # pytest's 0700 base temp dir is not: a session dir of their own, leak-checked too.
+    local = Path(tempfile.mkdtemp(prefix="proctor-test-local-", dir="/tmp"))
+    local.chmod(0o755)
     saved = tempfile.tempdir
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PROCTOR_CACHE_DIR", str(cache))
         mp.setenv("TMPDIR", str(tmp))
+        mp.setenv("PROCTOR_SANDBOX_DIR", str(local))
         tempfile.tempdir = str(tmp)
         try:
             yield cache
         finally:
             tempfile.tempdir = saved
+            shutil.rmtree(local, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +146,10 @@ def count_containers(docker_engine, docker_ready) -> Callable[[], ContainerCount
 
 
 def _proctor_temp_entries() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("proctor-*")}
+    """``proctor-*`` entries of the temp dir and of the local backend's sandbox dir."""
+    local = os.environ.get("PROCTOR_SANDBOX_DIR", "/nonexistent")
+    dirs = {Path(tempfile.gettempdir()), Path(local)}
+    return {str(p) for d in dirs for p in d.glob("proctor-*")}
 
 
 @pytest.fixture
@@ -158,8 +167,25 @@ def no_leaks(docker_engine) -> Iterator[None]:
         assert left == [], f"containers labelled {LABEL} left behind: {left}"
     left_tmp = _proctor_temp_entries()
     for name in left_tmp:
-        shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
+        from proctor.sandbox.bwrap_backend import _remove_dir
+
+        _remove_dir(Path(name))  # unmounts the local backend's tmpfs areas first
     assert left_tmp == set(), f"proctor-* temp dirs left in {tempfile.gettempdir()}: {left_tmp}"
+
+
+@pytest.fixture(scope="session")
+def local_ready() -> str:
+    """The local backend's tools venv (built once, cached); skips when bubblewrap is missing
+    or the venv cannot be built."""
+    from proctor.sandbox import bwrap_backend
+
+    problem = bwrap_backend.unavailable()
+    if problem:
+        pytest.skip(f"local backend unavailable: {problem}")
+    try:
+        return bwrap_backend.ensure_env()
+    except Exception as exc:  # noqa: BLE001 - skip reason shows the harness message
+        pytest.skip(f"local tools venv: {exc}")
 
 
 @pytest.fixture(autouse=True)
@@ -167,6 +193,9 @@ def _docker_marker_guard(request) -> None:
     """``@pytest.mark.docker`` tests need the engine and the image, and get the leak check."""
     if request.node.get_closest_marker("docker") is not None:
         request.getfixturevalue("docker_ready")
+        request.getfixturevalue("no_leaks")
+    if request.node.get_closest_marker("local") is not None:
+        request.getfixturevalue("local_ready")
         request.getfixturevalue("no_leaks")
 
 

@@ -41,9 +41,9 @@ from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
 from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
 from proctor.rewards.weights import COMPONENTS
+from proctor.sandbox import cleanup
+from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
-from proctor.sandbox.engine import docker_client
-from proctor.sandbox.image import resolve_image
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
@@ -72,13 +72,17 @@ class _Deadline:
 
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
           group_id: str | None = None, sample_index: int | None = None,
-          image: str | None = None, limits: Limits = Limits()) -> RewardRecord:
+          image: str | None = None, limits: Limits | None = None,
+          sandbox: str | None = None) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
         task: a loaded :class:`Task` or a task directory.
         patch: the unified diff (bytes as the agent produced them, or text).
         image: sandbox image tag; default is the image ``proctor image build`` made.
+        limits: sandbox limits; default: the task's ``[limits]``.
+        sandbox: backend name (``docker``, ``local``); default: ``$PROCTOR_SANDBOX``, else
+            Docker when an engine answers, else local.
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -87,6 +91,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         invalid or the infrastructure failed.
     """
     started = time.monotonic()
+    cleanup.at_start()  # first score of the process: remove sandboxes of dead owners
     data = patch.encode("utf-8") if isinstance(patch, str) else bytes(patch)
     screened = screen_patch(data)
     task_id = task.id if isinstance(task, Task) else Path(task).name
@@ -98,7 +103,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     try:
         task = task if isinstance(task, Task) else load_task(task)
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
-        _run_pipeline(rec, task, screened, data, image, limits)
+        _run_pipeline(rec, task, screened, data, image,
+                      limits or task.config.limits.to_limits(), sandbox)
     except ProctorError as exc:
         _error(rec, exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
@@ -115,7 +121,7 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 
 
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
-                  image: str | None, limits: Limits) -> None:
+                  image: str | None, limits: Limits, sandbox: str | None) -> None:
     deadline = _Deadline(task.config.timeouts.per_patch)
     timer = _phase_timer(rec)
 
@@ -142,13 +148,18 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
     # 2. Baseline (cached per task + image + Proctor version).
     with timer("baseline"):
-        tag, image_id = resolve_image(docker_client(), image)
+        backend = choose_backend(sandbox)
+        check_required(backend, task.config.limits.required)
+        tag, image_id = resolve_env(backend, image)
         rec.env.image, rec.env.image_digest = tag, image_id
-        baseline = load_or_compute_baseline(task, image_id, baseline_runner(task, tag, limits))
+        baseline = load_or_compute_baseline(
+            task, image_id, baseline_runner(task, tag, limits, backend))
 
     # 3. Sandbox: fresh container, single-commit repo, git apply.
     timeouts = task.config.timeouts
-    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id) as sb:
+    ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
+    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id,
+                                             backend=backend, ttl_s=ttl) as sb:
         applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied

@@ -20,6 +20,17 @@ Example ``task.toml``::
     per_suite = 300
     per_patch = 900
 
+    [limits]      # per sandbox; the defaults (README "Sandbox defaults") are safe
+    memory_mib = 2048        # everything in the sandbox, swap off
+    cpus = 1.0
+    pids = 512
+    disk_mib = 1024          # the writable work area /work (holds the repo)
+    tmp_mib = 512            # /tmp
+    file_size_mib = 256      # largest single file
+    output_kib = 256         # output kept per command
+    cpu_seconds = 0          # per process; 0 = none
+    required = []            # limits a backend must enforce to run this task ("memory", ...)
+
     [weights]     # overrides of the defaults in proctor.rewards.weights
     hidden_tests = 0.35
 
@@ -48,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from proctor.errors import TaskConfigError
 from proctor.rewards.weights import Weights
+from proctor.sandbox.base import Limits
 
 TASK_FILE = "task.toml"
 
@@ -80,6 +92,41 @@ class Timeouts(BaseModel):
     per_test: float = Field(30.0, gt=0)
     per_suite: float = Field(300.0, gt=0)
     per_patch: float = Field(900.0, gt=0)
+
+
+LIMIT_NAMES = ("memory", "pids", "disk", "file_size")
+
+
+class LimitsConfig(BaseModel):
+    """Sandbox limits of the task (units in the field names). See :class:`Limits`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mib: int = Field(2048, ge=64)
+    cpus: float = Field(1.0, gt=0, le=64)
+    pids: int = Field(512, ge=16)
+    disk_mib: int = Field(1024, ge=16)
+    tmp_mib: int = Field(512, ge=16)
+    file_size_mib: int = Field(256, ge=1)
+    output_kib: int = Field(256, ge=1)
+    cpu_seconds: int = Field(0, ge=0)
+    required: list[str] = []
+
+    @field_validator("required")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in LIMIT_NAMES]
+        if bad:
+            raise ValueError(f"unknown limit {bad[0]!r}; known: {', '.join(LIMIT_NAMES)}")
+        return v
+
+    def to_limits(self) -> Limits:
+        """The :class:`~proctor.sandbox.base.Limits` (bytes) these settings describe."""
+        mib = 1024**2
+        return Limits(memory_bytes=self.memory_mib * mib, cpus=self.cpus, pids=self.pids,
+                      output_cap=self.output_kib * 1024, disk_bytes=self.disk_mib * mib,
+                      tmp_bytes=self.tmp_mib * mib, file_size_bytes=self.file_size_mib * mib,
+                      cpu_seconds=self.cpu_seconds)
 
 
 class BaselineConfig(BaseModel):
@@ -137,6 +184,7 @@ class TaskConfig(BaseModel):
         scale = (1.0 - self.benchmark.weight) / (sum(others.values()) or 1.0)
         return Weights(**{k: v * scale for k, v in others.items()},
                        performance=self.benchmark.weight)
+    limits: LimitsConfig = LimitsConfig()
 
     @field_validator("sources")
     @classmethod
