@@ -95,7 +95,8 @@ def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary,
     return PatchedTree(hashes=report["hashes"], texts=report["texts"])
 
 
-def _pristine_text(repo: Path, path: str) -> str | None:
+def pristine_text(repo: Path, path: str) -> str | None:
+    """UTF-8 text of a pristine repo file, or None (absent, a symlink, binary)."""
     p = repo / path
     try:
         return p.read_text(encoding="utf-8") if p.is_file() and not p.is_symlink() else None
@@ -159,4 +160,4 @@ def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSumma
     """Shell: read the patched tree from the sandbox and judge it against ``task.repo``."""
     tree = read_patched_tree(sb, repo, summary, timeout)
     return judge_tamper(summary, pristine_hashes(task.repo), tree,
-                        lambda p: _pristine_text(task.repo, p), task.config.tests.public)
+                        lambda p: pristine_text(task.repo, p), task.config.tests.public)
