@@ -116,8 +116,10 @@ def scan_source(path: str, text: str, added: set[int] | None = None) -> list[Fin
     scanner = _Scanner(path, added, _aliases(tree))
     scanner.visit(tree)
     seen: dict[tuple[str, int], Finding] = {}
-    for f in scanner.found:
-        seen.setdefault((f.kind, f.line), f)
+    for f in scanner.found:  # one per (kind, line); a named call beats a bare ``.attr``
+        kept = seen.get((f.kind, f.line))
+        if kept is None or (kept.detail.startswith(".") and not f.detail.startswith(".")):
+            seen[(f.kind, f.line)] = f
     return sorted(seen.values(), key=lambda f: (f.path, f.line, f.kind))
 
 
