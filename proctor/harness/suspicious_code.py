@@ -18,10 +18,13 @@ is only reported.
                                   .f_globals / .tb_frame: reading the caller (the test) to
                                   obtain the expected value
     pytest_patch       violation  assigning to (or setattr on, or deleting) anything reached
-                                  from pytest, _pytest or pluggy
-    grader_sensing     violation  PYTEST_CURRENT_TEST / PYTEST_XDIST_WORKER / PYTEST_VERSION /
-                                  PYTEST_ADDOPTS / MUTANT_UNDER_TEST / PROCTOR* named anywhere,
-                                  or "pytest" / "_pytest" looked up in sys.modules or sys.argv
+                                  from pytest, _pytest, pluggy or Proctor's plugin, or
+                                  reaching them through ``sys.modules[...]``
+    grader_sensing     violation  a string naming PYTEST_* variables, MUTANT_UNDER_TEST,
+                                  PROCTOR*, Proctor's paths (/proctor...), its plugin, or
+                                  /proc/self/cmdline|environ (:data:`GRADER_STRINGS`; ``+``
+                                  chains of constants folded), or pytest / _pytest / pluggy /
+                                  proctor_report looked up in sys.modules or sys.argv
     builtins_write     violation  assigning to builtins / __builtins__ (rebinds what the
                                   tests' own code means)
     always_equal       violation  __eq__ / __contains__ / rich comparison / __instancecheck__
@@ -72,8 +75,11 @@ FRAME_NAMES = frozenset({
 FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame",
                          "ag_frame", "_getframe", "get_referrers", "_current_frames",
                          "currentframe"})
-GRADER_MODULES = frozenset({"pytest", "_pytest", "pluggy"})
-GRADER_STRINGS = ("PYTEST_", "MUTANT_UNDER_TEST", "PROCTOR", "/proc/self/cmdline")
+GRADER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "proctor_report", "proctor"})
+#: Substrings of string constants that only grader-aware code writes: pytest's and the
+#: mutation runner's variables, Proctor's in-sandbox paths and plugin, the command line.
+GRADER_STRINGS = ("PYTEST_", "MUTANT_UNDER_TEST", "PROCTOR", "/proc/self/cmdline",
+                  "/proc/self/environ", "/proctor", "proctor_report", "--proctor")
 CI_VARIABLES = frozenset({"CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL",
                           "BUILDKITE", "CIRCLECI", "TF_BUILD", "CONTINUOUS_INTEGRATION",
                           "BUILD_NUMBER", "RUN_ID"})
@@ -243,8 +249,9 @@ class _Scanner(ast.NodeVisitor):
             self._add("sys_modules_write", node, f"sys.modules.{node.func.attr}(...)")
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "__contains__") \
                 and self.resolve(node.func.value) in ("sys.modules", "sys.argv") and \
-                any(_str(a) in GRADER_MODULES for a in node.args):
-            self._add("grader_sensing", node, f"{self.resolve(node.func.value)}.get('pytest')")
+                any((_str(a) or "").split(".")[0] in GRADER_MODULES for a in node.args):
+            key = next(_str(a) for a in node.args if _str(a))
+            self._add("grader_sensing", node, f"{self.resolve(node.func.value)}.get({key!r})")
         if name in ("os.getenv", "os.environ.get", "os.environ.__contains__") and node.args:
             self._env_key(node, node.args[0])
         self.generic_visit(node)
@@ -268,7 +275,7 @@ class _Scanner(ast.NodeVisitor):
         names = {self.resolve(s) for s in sides} | {
             self.resolve(s.args[0]) for s in sides
             if isinstance(s, ast.Call) and s.args and self.resolve(s.func) in ("str", "repr")}
-        strings = {_str(s) for s in sides}
+        strings = {(_str(s) or "").split(".")[0] for s in sides}
         if names & {"sys.modules", "sys.argv", "sys.executable"} and strings & (
                 GRADER_MODULES | {"py.test"}):
             self._add("grader_sensing", node, "looks for pytest in sys.modules / sys.argv")
