@@ -90,3 +90,44 @@ def test_pristine_hashes_skip_compiled_files(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref\n")
     assert pristine_hashes(tmp_path) == {"a.py": _h("x = 1\n")}
+
+
+class _StubSandbox:
+    """Answers tree_report.py like the sandbox would; ``cap`` forces the file fallback."""
+
+    def __init__(self, report: str, truncated: bool) -> None:
+        self.report, self.truncated, self.calls = report, truncated, []
+
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None):
+        from proctor.sandbox.base import ExecResult
+
+        self.calls.append(argv)
+        to_stdout = "-" in argv
+        return ExecResult(tuple(argv), 0, self.report[:10] if to_stdout and self.truncated
+                          else self.report if to_stdout else "", 0.1,
+                          truncated=to_stdout and self.truncated)
+
+    def get_file(self, path, max_bytes=0):
+        return self.report.encode()
+
+
+def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
+    import json
+
+    from proctor.harness.tamper import read_patched_tree
+
+    report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
+    summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
+    for truncated, runs in ((False, 1), (True, 2)):
+        sb = _StubSandbox(report, truncated)
+        tree = read_patched_tree(sb, "/work/repo", summary)
+        assert tree.texts == {"a.py": "x = 1\n"} and len(sb.calls) == runs
+        assert sb.calls[0][-1] == "pkg/core.py"  # the touched .py files are asked for
+
+
+def test_symlink_is_hashed_as_its_target_not_followed(tmp_path):
+    (tmp_path / "real.txt").write_text("x")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    (tmp_path / "dirlink").symlink_to(".")
+    assert pristine_hashes(tmp_path) == {"real.txt": _h("x"), "link.txt": "link:real.txt",
+                                         "dirlink": "link:."}

@@ -32,7 +32,7 @@ from proctor.harness.task import Task
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
 
-REPORT = "/tmp/proctor-tree.json"
+REPORT = "/tmp/proctor-tree.json"  # only when stdout would be over the output cap
 _GONE = {"deleted", "rename_from"}
 
 
@@ -69,10 +69,17 @@ def _tree_report_module():
     return module
 
 
-def pristine_hashes(repo: Path) -> dict[str, str]:
+def pristine_hashes(repo: Path, fingerprint: str | None = None) -> dict[str, str]:
     """Digests of the pristine repo on the host, as the sandbox copy has it (no
-    ``__pycache__`` / compiled files)."""
-    return _tree_report_module().hash_tree(str(repo), skip_compiled=True)
+    ``__pycache__`` / compiled files). Cached per (repo, ``fingerprint``) when given."""
+    if fingerprint is None:
+        return _tree_report_module().hash_tree(str(repo), skip_compiled=True)
+    return dict(_cached_hashes(str(repo), fingerprint))
+
+
+@lru_cache(maxsize=16)
+def _cached_hashes(repo: str, fingerprint: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_tree_report_module().hash_tree(repo, skip_compiled=True).items())
 
 
 def wanted_texts(summary: PatchSummary) -> list[str]:
@@ -84,14 +91,25 @@ def wanted_texts(summary: PatchSummary) -> list[str]:
 def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary,
                       timeout: float = 60) -> PatchedTree:
     """Run ``tree_report.py`` in the sandbox (harness interpreter, ``-I -S -B``) and read
-    its JSON report. Raises InfraError when the script fails or the report is missing."""
-    res = sb.run([PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo, REPORT,
-                  *wanted_texts(summary)], timeout=timeout)
-    data = sb.get_file(REPORT) if res.ok else None
-    if data is None:
+    its JSON report: from stdout, or from a file when stdout was over the output cap.
+    Nothing of the patch has run yet, so the sandbox user is still only us.
+
+    Raises:
+        InfraError: the script fails or its report is missing or not JSON.
+    """
+    argv = [PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo]
+    wanted = wanted_texts(summary)
+    res = sb.run([*argv, "-", *wanted], timeout=timeout)
+    data: bytes | str | None = res.output if res.ok and not res.truncated else None
+    if res.ok and res.truncated:
+        res = sb.run([*argv, REPORT, *wanted], timeout=timeout)
+        data = sb.get_file(REPORT) if res.ok else None
+    try:
+        report = json.loads(data) if data is not None else None
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
         raise InfraError(f"post-apply tree report failed: {res.output[-1000:]}")
-    sb.run(["rm", "-f", REPORT], timeout=10)
-    report = json.loads(data)
     return PatchedTree(hashes=report["hashes"], texts=report["texts"])
 
 
@@ -159,5 +177,5 @@ def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSumma
                          timeout: float = 60) -> TamperVerdict:
     """Shell: read the patched tree from the sandbox and judge it against ``task.repo``."""
     tree = read_patched_tree(sb, repo, summary, timeout)
-    return judge_tamper(summary, pristine_hashes(task.repo), tree,
+    return judge_tamper(summary, pristine_hashes(task.repo, task.fingerprint), tree,
                         lambda p: pristine_text(task.repo, p), task.config.tests.public)

@@ -1,7 +1,8 @@
 """Hash every file of a tree (ignored files included, ``.git/`` at its top excluded) and copy
 the text of chosen changed files; write one JSON report.
 
-``python -I -S -B tree_report.py ROOT OUT_JSON [PATH...]``, as root, right after
+``python -I -S -B tree_report.py ROOT OUT_JSON|- [PATH...]`` (``-``: print the report),
+as the sandbox user, right after
 ``git apply`` and before any code of the patch runs. Report: ``{"hashes": {path: digest},
 "texts": {path: text or null}}``; ``texts`` holds the UTF-8 text of each PATH that is a
 regular file (null when it is not UTF-8). A digest is ``sha256(content)`` hex plus ``:x``
@@ -68,9 +69,13 @@ def main(argv):
                     texts[rel] = fh.read().decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 texts[rel] = None
+    report = json.dumps({"hashes": hashes, "texts": texts})
+    if out_path == "-":
+        sys.stdout.write(report)
+        return
     os.makedirs(os.path.dirname(out_path), mode=0o755, exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as fh:
-        json.dump({"hashes": hashes, "texts": texts}, fh)
+        fh.write(report)
 
 
 if __name__ == "__main__":
