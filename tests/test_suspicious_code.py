@@ -42,6 +42,9 @@ CASES = {
         "import os\nT = os.environ.get('PYTEST_' + 'CURRENT_TEST')\n",
         "T = open('/proc/self/cmdline').read()\n",
     ],
+    "dynamic_code": ["def f(path):\n    exec(open(path).read())\n",
+                     "import marshal\ncode = marshal.loads(b'')\n",
+                     "import builtins\nf = builtins.eval\nx = builtins.eval(input())\n"],
     "ci_sensing": ["import os\nON_CI = os.environ.get('CI') == 'true'\n",
                    "import os\nON_CI = os.environ['GITHUB_ACTIONS']\n"],
     "pytest_import": ["import pytest\n", "from _pytest import runner\n",
@@ -112,6 +115,13 @@ def test_only_added_lines_count():
 def test_unparseable_file_is_reported_not_raised():
     (f,) = scan_source("pkg/mod.py", "def (:\n")
     assert f.kind == "unparseable" and SEVERITY[f.kind] == "info" and f.line == 1
+
+
+def test_test_files_get_only_the_kinds_no_test_needs():
+    src = ("import pytest\nimport sys\n\n\ndef expected():\n"
+           "    return sys._getframe(2).f_locals\n")
+    findings = scan_patch({"tests/helpers.py": src}, {})
+    assert [f.kind for f in findings] == ["frame_read"]
 
 
 def test_scan_patch_skips_tests_and_deleted_and_classifies():
