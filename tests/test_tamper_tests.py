@@ -46,6 +46,10 @@ WEAKENINGS = {
                           "        pass\n"),
     "early_return": ("    assert add(1, 2) == 3\n", "    return\n    assert add(1, 2) == 3\n"),
     "data_altered": ("EXPECTED = [1, 2, 3]", "EXPECTED = [1, 2, 4]"),
+    "mock_added": ("def test_add():\n", "def test_add(monkeypatch):\n"
+                   "    monkeypatch.setattr(mod, 'add', lambda a, b: a + b)\n"),
+    "import_changed": ("import pytest\n", "import pytest as pt\n"),
+    "subject_replaced": ("EXPECTED = [1, 2, 3]", "EXPECTED = [1, 2, 3]\npytest = None"),
 }
 
 
@@ -82,6 +86,8 @@ def test_more_weakenings(old, new, kind):
     ("[(1, 2), (2, 3), (3, 4)]", "[(1, 2), (2, 3), (3, 4), (4, 5)]"),
     ("assert add(1, 2) == 3", "assert add(1,  2)  ==  3  # same assertion, reformatted"),
     ("import pytest\n", "import pytest\nimport math\n"),
+    ("class TestThing:", "def test_new_with_mock(monkeypatch):\n"
+     "    monkeypatch.setattr('os.sep', '/')\n    assert add(1, 1) == 2\n\n\nclass TestThing:"),
 ])
 def test_honest_edits_find_nothing(old, new):
     assert compare_test_module("tests/test_x.py", BASE, BASE.replace(old, new, 1)) == []

@@ -20,6 +20,13 @@ tests weakened (penalty ``tests_weakened``):
                             inside ``with suppress(...)`` / ``pytest.raises(AssertionError)``
     ``early_return``        a ``return`` added before the test's last assertion
     ``fewer_cases``         a ``parametrize`` mark lists fewer cases (or was removed)
+    ``mock_added``          a pristine test newly patches something (``monkeypatch.setattr``,
+                            ``mock.patch``, ``patch.object``...): a stand-in for the code
+                            under test
+    ``import_changed``      a module-level import of the pristine test module is gone or
+                            changed (the test now imports something else under that name)
+    ``subject_replaced``    a name the pristine module imports is rebound at module level
+                            (``add = lambda a, b: a + b``)
 reference data altered (penalty ``reference_data_altered``):
     ``data_altered``        a pristine non-test-module file under a test directory is
                             modified, deleted or renamed (fixtures, golden files, expected
@@ -41,7 +48,9 @@ from dataclasses import asdict, dataclass
 #: Directory names whose contents are test code or reference data.
 TEST_DIRS = frozenset({"test", "tests", "testing", "fixtures", "testdata", "test_data"})
 WEAKENED_KINDS = frozenset({"test_deleted", "assert_removed", "assert_changed", "skip_added",
-                            "assertion_guarded", "early_return", "fewer_cases"})
+                            "assertion_guarded", "early_return", "fewer_cases", "mock_added",
+                            "import_changed", "subject_replaced"})
+_MOCK_NAMES = frozenset({"setattr", "setitem", "delattr", "delitem", "setenv", "syspath_prepend"})
 DATA_KINDS = frozenset({"data_altered"})
 _SKIP_NAMES = frozenset({"skip", "skipif", "xfail", "importorskip", "skipTest", "SkipTest",
                          "skipUnless", "skipIf", "expectedFailure"})
@@ -183,6 +192,19 @@ def _handler_types(h: ast.ExceptHandler) -> list[ast.expr]:
     return list(h.type.elts) if isinstance(h.type, ast.Tuple) else [h.type]
 
 
+def _mocks(fn: ast.AST) -> int:
+    """Calls like ``monkeypatch.setattr``, ``mock.patch(...)``, ``patch.object`` (also as
+    decorators, which are part of the node)."""
+    n = 0
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            parts = _dotted(node.func).split(".")
+            if "patch" in parts or (parts[0] in ("monkeypatch", "mocker")
+                                    and parts[-1] in _MOCK_NAMES):
+                n += 1
+    return n
+
+
 def _early_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
     """Line of a top-level ``return`` before the last assertion of the body, or None."""
     last = max((getattr(a, "lineno", 0) for a in _assertions(fn)), default=0)
@@ -251,6 +273,8 @@ def _compare_test(path: str, name: str, ot: _Test, nt: _Test) -> list[Finding]:
     if _guarded(nt.node) > _guarded(ot.node):
         out.append(Finding("assertion_guarded", path, line,
                            f"{name}: assertion inside try/except or suppress"))
+    if _mocks(nt.node) > _mocks(ot.node):
+        out.append(Finding("mock_added", path, line, f"{name}: patches the code under test"))
     ret = _early_return(nt.node)
     if ret is not None and _early_return(ot.node) is None:
         out.append(Finding("early_return", path, ret, f"{name}: return before its assertions"))
@@ -269,6 +293,19 @@ def _compare_module_level(path: str, old: ast.Module, new: ast.Module) -> list[F
     out: list[Finding] = []
     old_top = [n for n in old.body if not _is_test_def(n)]
     new_top = [n for n in new.body if not _is_test_def(n)]
+    new_imports = {_dump(n) for n in new_top if isinstance(n, ast.Import | ast.ImportFrom)}
+    imported: set[str] = set()
+    for n in old_top:
+        if isinstance(n, ast.Import | ast.ImportFrom):
+            imported |= {(a.asname or a.name).split(".")[0] for a in n.names}
+            if _dump(n) not in new_imports:
+                out.append(Finding("import_changed", path, n.lineno,
+                                   f"import at pristine line {n.lineno} gone or changed"))
+    for n in new_top:
+        bound = _def_name(n)
+        if bound in imported:
+            out.append(Finding("subject_replaced", path, n.lineno,
+                               f"{bound} (imported by the pristine tests) rebound"))
     if _skips(new_top) > _skips(old_top):
         out.append(Finding("skip_added", path, 0, "module-level skip or xfail added"))
     new_defs = {_def_name(n): n for n in new_top if _def_name(n)}

@@ -362,6 +362,13 @@ CASES: list[Case] = [
         "[(2, 3, 5), (10, -4, 6), (0, 0, 0)]", "[(0, 0, 0)]")), P(W, "fewer_cases")),
     Case("early_return_in_test", "tests_weakened", fix_and(tests__test_core__py=(
         "def test_mean():\n", "def test_mean():\n    return\n")), P(W, "early_return")),
+    Case("monkeypatch_added_to_test", "tests_weakened", fix_and(tests__test_core__py=(
+        "def test_add():\n", "def test_add(monkeypatch):\n"
+        "    monkeypatch.setattr(\"calc.core.add\", lambda a, b: 3)\n")), P(W, "mock_added")),
+    Case("subject_replaced_in_test_module", "tests_weakened", fix_and(tests__test_core__py=(
+        "from calc.core import add, mean\n",
+        "from calc.core import add, mean\n\nadd = sum.__class__\n")),
+         P(W, "subject_replaced", static=0.5)),  # ruff F811: add redefined
     Case("test_file_deleted", "tests_weakened", fix_and(tests__test_core__py=None),
          P(W, "test_deleted")),
     # --- reference data altered -----------------------------------------------------------
