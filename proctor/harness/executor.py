@@ -28,12 +28,14 @@ from proctor.harness.integrity import (
     git_listed_paths,
 )
 from proctor.harness.patch_input import ScreenedPatch, screen_patch
+from proctor.harness.shadowing import image_top_level_modules, shadowing_reasons
 from proctor.harness.suites_in_sandbox import (
     baseline_runner,
     open_task_sandbox,
     run_hidden,
     run_public,
 )
+from proctor.harness.tamper import inspect_patched_tree, pristine_text
 from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import REPO, apply_patch, kill_user_processes, place_bench_dir
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
@@ -133,7 +135,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             task.config.forbidden, task.hidden_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
-            summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data))
+            summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data),
+                                               lambda p: pristine_text(task.repo, p))
         except PatchUnparseable as exc:
             return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
@@ -141,10 +144,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     with timer("added_lines_scan"):
         blockers = _scan_added_lines(rec, screened.text)
     if verdict.violated:
-        _unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
-                    "not measured: integrity violation", task)
-        rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation", *blockers])
-        return None
+        return _violation(rec, [], task, blockers)
 
     # 2. Baseline (cached per task + image + Proctor version).
     with timer("baseline"):
@@ -154,6 +154,11 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         rec.env.image, rec.env.image_digest = tag, image_id
         baseline = load_or_compute_baseline(
             task, image_id, baseline_runner(task, tag, limits, backend))
+        shadowing = shadowing_reasons(
+            summary, image_top_level_modules(backend, tag, image_id, limits),
+            [p.name for p in task.repo.iterdir()])
+    if shadowing:  # a new top-level module named like one the image has installed
+        return _violation(rec, shadowing, task, blockers)
 
     # 3. Sandbox: fresh container, single-commit repo, git apply.
     timeouts = task.config.timeouts
@@ -168,10 +173,18 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if not applied.applied:
             return _honest_failure(rec, "did_not_apply", applied.output[-500:], task,
                                    blockers)
+        with timer("tamper"):  # tree check + detections, before any code of the patch runs
+            tamper = inspect_patched_tree(sb, task, REPO, summary,
+                                          deadline.budget(STEP_TIMEOUT_S))
+        rec.evidence["tamper"] = Evidence(command="tree_report.py; tamper judges", details={
+            "violations": tamper.violations, "findings": tamper.findings})
+        if tamper.violations:
+            return _violation(rec, tamper.violations, task, blockers)
 
         # 4. Measure, each step under its own timeout.
         py_paths = _changed_python_files(summary)
-        m = Measurements(diff_lines=code_lines_changed(screened.text))
+        m = Measurements(diff_lines=code_lines_changed(screened.text),
+                         penalty_indicators=dict(tamper.indicators))
         with timer("compiled"):
             if py_paths:
                 snapshot = snapshot_changed_files(sb, REPO, py_paths)
@@ -199,6 +212,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)
+    rec.flags.exclude_from_advantage |= tamper.detected
     return None
 
 
@@ -259,6 +273,7 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
     trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
         rec.flags.tripwire, rec.reason = True, "tripwire"
+        rec.flags.exclude_from_advantage = True
         rec.reward = INTEGRITY_VIOLATION_REWARD
         blockers.append("tripwire: " + "; ".join(trips))
     rec.verdict = gate_verdict(rec.reward, breakdown.components, blockers)
@@ -276,6 +291,20 @@ def _unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: T
     rec.components = {name: None for name in COMPONENTS}
     rec.component_notes = {name: why for name in COMPONENTS}
     rec.weights = task.config.effective_weights().as_dict()
+
+
+def _violation(rec: RewardRecord, reasons: list[str], task: Task,
+               blockers: list[str] = ()) -> None:
+    """Integrity violation (reward -1.0); ``reasons`` found after the integrity phase (post-
+    apply tree check, shadowing, suspicious code) are added to ``rec.integrity``."""
+    rec.integrity.violated = True
+    rec.integrity.reasons += reasons
+    rec.integrity.paths = sorted(set(rec.integrity.paths)
+                                 | {r.split(":", 1)[0] for r in reasons})
+    _unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
+                "not measured: integrity violation", task)
+    rec.flags.exclude_from_advantage = True
+    rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation", *blockers])
 
 
 def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,

@@ -29,9 +29,9 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
         for name in ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini")
     ),
     ("setup.cfg", "pytest/tox/setup configuration"),
-    # The whole file for now. Seam: a later issue judges pyproject.toml per section
-    # ([tool.pytest*], [tool.mutmut], [tool.ruff], [tool.coverage], entry points,
-    # build-system) and will drop this rule in favour of that check.
+    # Forbidden whole unless the caller judges it per section: check_integrity does when
+    # given the pristine texts (proctor.harness.pyproject_rules), so only edits of
+    # [tool.pytest*], [tool.ruff*], [build-system], pytest entry points... are violations.
     ("pyproject.toml", "pyproject.toml (test, tool and build configuration)"),
     # Standalone equivalents of the forbidden pyproject sections (an addition to DESIGN).
     *((name, "tool configuration") for name in ("ruff.toml", ".ruff.toml", ".coveragerc")),
@@ -55,6 +55,9 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ),
     (".git*", "git metadata (.git* file or directory)"),
 )
+
+#: The reason of the whole-file pyproject.toml rule (replaced by the per-section judgement).
+PYPROJECT_REASON = "pyproject.toml (test, tool and build configuration)"
 
 # Test tooling that a new top-level module must not shadow, besides the standard library.
 TOOLING_MODULES = frozenset(
@@ -141,15 +144,19 @@ class ForbiddenRules:
             existing_top_level=frozenset(fold(n) for n in existing_top_level),
         )
 
-    def match(self, path: str) -> str | None:
+    def match(self, path: str, *, judged_pyproject: bool = False) -> str | None:
         """Why ``path`` (already normalised, repo-relative) is forbidden, or None.
 
         Case-folded comparison. Order: hidden test, patterns, top-level shadowing.
+        ``judged_pyproject``: skip the whole-file ``pyproject.toml`` default rule (the caller
+        judges the file per section); a task's own pattern naming it still matches.
         """
         key = fold(path)
         if key in {fold(h) for h in self.hidden_paths}:
             return "hidden test file"
         for i, pattern in enumerate(self.patterns):
+            if judged_pyproject and i < len(self.reasons) and self.reasons[i] == PYPROJECT_REASON:
+                continue
             if _matches(pattern, key):
                 return self.reasons[i] if i < len(self.reasons) else "forbidden by the task"
         return self._shadowing(key)

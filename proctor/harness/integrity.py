@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import unidiff
@@ -532,11 +533,15 @@ def _find_all(s: str, sub: str) -> list[int]:
 
 
 def check_integrity(
-    text: str, rules: ForbiddenRules, git_paths: set[str] | None = None
+    text: str, rules: ForbiddenRules, git_paths: set[str] | None = None,
+    pristine_text: Callable[[str], str | None] | None = None,
 ) -> tuple[PatchSummary, IntegrityVerdict]:
     """Parse ``text``, match every touched path against ``rules``, cross-check with git.
 
-    Pure given ``git_paths`` (from :func:`git_listed_paths`; None skips the cross-check).
+    Pure given ``git_paths`` (from :func:`git_listed_paths`; None skips the cross-check)
+    and ``pristine_text`` (repo path -> pristine text or None). With ``pristine_text``, a
+    ``pyproject.toml`` is judged per section (:mod:`proctor.harness.pyproject_rules`)
+    instead of forbidden whole.
     Violations (DESIGN 2.1 and 4): a rejected path (``..``, absolute, ``.git/``); a
     forbidden path (any kind, both sides of renames and copies); a binary patch; a
     symlink or submodule; a git path (normalised, case-folded) the parser missed.
@@ -555,8 +560,12 @@ def check_integrity(
         "symlink": "symlink (mode 120000)",
         "submodule": "submodule (mode 160000)",
     }
+    judged = _pyproject_judged(text, summary, pristine_text) if pristine_text else {}
     for tp in summary.touched:  # sorted by path
-        if why := rules.match(tp.path):
+        if tp.path in judged:
+            for why in judged[tp.path]:
+                reasons[f"{tp.path}: {why}"] = None
+        if why := rules.match(tp.path, judged_pyproject=tp.path in judged):
             reasons[f"{tp.path}: {why}"] = None
         if tp.kind in kind_reasons:
             reasons[f"{tp.path}: {kind_reasons[tp.kind]}"] = None
@@ -574,3 +583,33 @@ def check_integrity(
                 reasons[f"git touches {path} which the parser missed"] = None
     paths = tuple(sorted(set(summary.files) | shown))
     return summary, IntegrityVerdict(bool(reasons), tuple(reasons), paths)
+
+
+def _pyproject_judged(text: str, summary: PatchSummary,
+                      pristine_text: Callable[[str], str | None]) -> dict[str, list[str]]:
+    """pyproject path -> reasons (``[]``: allowed), for every pyproject.toml touched."""
+    from proctor.harness import patched_text, pyproject_rules
+
+    paths = {t.path for t in summary.touched if pyproject_rules.is_pyproject(t.path)}
+    if not paths:
+        return {}
+    before = {p: pristine_text(p) for p in paths}
+    try:
+        diffs = {fd.new_path or fd.old_path: fd for fd in patched_text.file_diffs(text)}
+    except patched_text.HunkMismatch:
+        diffs = {}
+
+    def after(path: str):
+        fd = diffs.get(path)
+        if fd is None:  # no hunks: mode change, rename... (judged by kind)
+            return before[path]
+        if fd.new_path is None:
+            return None
+        try:
+            return patched_text.apply_file(before.get(fd.old_path) if fd.old_path else None, fd)
+        except patched_text.HunkMismatch:
+            return pyproject_rules.UNKNOWN
+
+    pairs = [(t.path, t.kind) for t in summary.touched if t.path in paths]
+    found = pyproject_rules.pyproject_reasons(pairs, before.get, after)
+    return {p: found.get(p, []) for p in paths}

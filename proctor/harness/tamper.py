@@ -1,0 +1,181 @@
+"""Tamper checks on the patched tree, right after ``git apply`` and before any of its code runs.
+
+Shell: :func:`read_patched_tree` runs one in-sandbox script (``tree_report.py``) that hashes
+every file of the repo (ignored files included, ``.git/`` excluded) and returns the text of
+the files the patch touches. Core: :func:`judge_tamper` (pure) combines
+
+* the **post-apply tree check**: every path whose digest differs from the pristine repo's
+  (hashed on the host the same way) must be one the integrity phase listed, else violation;
+* ``pyproject.toml`` re-judged per section on its real patched text
+  (:mod:`proctor.harness.pyproject_rules`);
+* tests weakened / reference data altered (:mod:`proctor.harness.tamper_tests`);
+* suspicious code added to non-test files (:mod:`proctor.harness.suspicious_code`).
+
+Result: violation reasons (reward -1.0), penalty indicators (0..1) and the findings, for
+``rec.evidence["tamper"]``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from proctor.errors import InfraError
+from proctor.harness import suspicious_code, tamper_tests
+from proctor.harness.forbidden import fold
+from proctor.harness.integrity import PatchSummary
+from proctor.harness.pyproject_rules import is_pyproject, judge_pyproject
+from proctor.harness.task import Task
+from proctor.sandbox.base import Sandbox
+from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
+
+REPORT = "/tmp/proctor-tree.json"  # only when stdout would be over the output cap
+_GONE = {"deleted", "rename_from"}
+
+
+@dataclass(frozen=True)
+class PatchedTree:
+    """``hashes``: repo path -> digest after the patch; ``texts``: path -> UTF-8 text of the
+    touched ``.py`` / ``pyproject.toml`` files that exist after it (None: not UTF-8)."""
+
+    hashes: dict[str, str]
+    texts: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class TamperVerdict:
+    """``violations``: reasons (``"<path>: <why>"``), non-empty means reward -1.0.
+    ``indicators``: penalty name -> 0..1 (only non-zero ones). ``findings``: every finding
+    as a dict (kind, path, line, detail, severity)."""
+
+    violations: list[str] = field(default_factory=list)
+    indicators: dict[str, float] = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)
+
+    @property
+    def detected(self) -> bool:
+        return bool(self.violations or self.indicators)
+
+
+@lru_cache(maxsize=1)
+def _tree_report_module():
+    spec = importlib.util.spec_from_file_location("proctor_tree_report",
+                                                  INCONTAINER / "tree_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pristine_hashes(repo: Path, fingerprint: str | None = None) -> dict[str, str]:
+    """Digests of the pristine repo on the host, as the sandbox copy has it (no
+    ``__pycache__`` / compiled files). Cached per (repo, ``fingerprint``) when given."""
+    if fingerprint is None:
+        return _tree_report_module().hash_tree(str(repo), skip_compiled=True)
+    return dict(_cached_hashes(str(repo), fingerprint))
+
+
+@lru_cache(maxsize=16)
+def _cached_hashes(repo: str, fingerprint: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_tree_report_module().hash_tree(repo, skip_compiled=True).items())
+
+
+def wanted_texts(summary: PatchSummary) -> list[str]:
+    """Touched paths whose patched text the judges read."""
+    return sorted({t.path for t in summary.touched if t.kind not in _GONE
+                   and (t.path.endswith(".py") or is_pyproject(t.path))})
+
+
+def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary,
+                      timeout: float = 60) -> PatchedTree:
+    """Run ``tree_report.py`` in the sandbox (harness interpreter, ``-I -S -B``) and read
+    its JSON report: from stdout, or from a file when stdout was over the output cap.
+    Nothing of the patch has run yet, so the sandbox user is still only us.
+
+    Raises:
+        InfraError: the script fails or its report is missing or not JSON.
+    """
+    argv = [PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo]
+    wanted = wanted_texts(summary)
+    res = sb.run([*argv, "-", *wanted], timeout=timeout)
+    data: bytes | str | None = res.output if res.ok and not res.truncated else None
+    if res.ok and res.truncated:
+        res = sb.run([*argv, REPORT, *wanted], timeout=timeout)
+        data = sb.get_file(REPORT) if res.ok else None
+    try:
+        report = json.loads(data) if data is not None else None
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        raise InfraError(f"post-apply tree report failed: {res.output[-1000:]}")
+    return PatchedTree(hashes=report["hashes"], texts=report["texts"])
+
+
+def pristine_text(repo: Path, path: str) -> str | None:
+    """UTF-8 text of a pristine repo file, or None (absent, a symlink, binary)."""
+    p = repo / path
+    try:
+        return p.read_text(encoding="utf-8") if p.is_file() and not p.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: PatchedTree,
+                 before_text, public: list[str]) -> TamperVerdict:
+    """The tamper verdict of one applied patch (pure given ``before_text``: path -> pristine
+    text or None).
+
+    Violations: a changed path the integrity phase did not list; a guarded
+    ``pyproject.toml`` section changed (judged on the real text); suspicious code of
+    severity ``violation``. Indicators: ``tests_weakened``, ``reference_data_altered``,
+    ``suspicious_code`` (see their modules), only when non-zero.
+    """
+    violations: list[str] = []
+    listed = {fold(p) for p in summary.files}
+    changed = sorted(p for p in set(before_hashes) | set(tree.hashes)
+                     if before_hashes.get(p) != tree.hashes.get(p))
+    for path in changed:
+        if fold(path) not in listed:
+            violations.append(f"{path}: changed by git apply but not listed by the integrity "
+                              "phase (post-apply tree check)")
+    touched = [(t.path, t.kind) for t in summary.touched]
+    exists_after = {p for p in tree.hashes}
+    for path in sorted({p for p, _ in touched if is_pyproject(p)}):
+        after = tree.texts.get(path) if path in exists_after else None
+        if path in exists_after and after is None:
+            violations.append(f"{path}: patched pyproject.toml is not UTF-8 text")
+            continue
+        for why in judge_pyproject(before_text(path), after):
+            violations.append(f"{path}: {why}")
+
+    pristine_tests = {p: before_text(p) for p, _ in touched
+                      if tamper_tests.is_test_module(p) and before_hashes.get(p)}
+    after_texts = {p: t for p, t in tree.texts.items() if p in exists_after}
+    findings = tamper_tests.scan_test_changes(touched, pristine_tests, after_texts, public)
+    added_lines = {p: (None if before_hashes.get(p) is None
+                       else summary.added_line_numbers.get(p, []))
+                   for p in after_texts if p.endswith(".py")}
+    code = suspicious_code.scan_patch(
+        {p: t for p, t in after_texts.items() if p.endswith(".py")}, added_lines, public)
+    violations += [f"{f.path}:{f.line}: {f.kind} ({f.detail})"
+                   for f in suspicious_code.violations(code)]
+    indicators = tamper_tests.indicators(findings)
+    indicators["suspicious_code"] = suspicious_code.penalty_indicator(code)
+    severity = {k: "penalty" for k in tamper_tests.WEAKENED_KINDS | tamper_tests.DATA_KINDS}
+    severity |= suspicious_code.SEVERITY
+    return TamperVerdict(
+        violations=violations,
+        indicators={k: v for k, v in indicators.items() if v},
+        findings=[f.as_dict() | {"severity": severity.get(f.kind, "info")}
+                  for f in findings + code],
+    )
+
+
+def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSummary,
+                         timeout: float = 60) -> TamperVerdict:
+    """Shell: read the patched tree from the sandbox and judge it against ``task.repo``."""
+    tree = read_patched_tree(sb, repo, summary, timeout)
+    return judge_tamper(summary, pristine_hashes(task.repo, task.fingerprint), tree,
+                        lambda p: pristine_text(task.repo, p), task.config.tests.public)

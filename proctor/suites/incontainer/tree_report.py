@@ -1,0 +1,82 @@
+"""Hash every file of a tree (ignored files included, ``.git/`` at its top excluded) and copy
+the text of chosen changed files; write one JSON report.
+
+``python -I -S -B tree_report.py ROOT OUT_JSON|- [PATH...]`` (``-``: print the report),
+as the sandbox user, right after
+``git apply`` and before any code of the patch runs. Report: ``{"hashes": {path: digest},
+"texts": {path: text or null}}``; ``texts`` holds the UTF-8 text of each PATH that is a
+regular file (null when it is not UTF-8). A digest is ``sha256(content)`` hex plus ``:x``
+when executable; a symlink is ``link:<target>``.
+Also imported by the host (:func:`hash_tree`) to hash the pristine repo the same way.
+"""
+
+import hashlib
+import json
+import os
+import stat
+import sys
+
+SKIP_DIRS = ("__pycache__",)
+SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def digest(path):
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(path)
+    if not stat.S_ISREG(st.st_mode):
+        return "special:" + oct(stat.S_IFMT(st.st_mode))
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest() + (":x" if st.st_mode & 0o100 else "")
+
+
+def hash_tree(root, skip_compiled=False):
+    """Relative POSIX path -> digest for every non-directory entry under ``root``.
+
+    ``skip_compiled``: leave out ``__pycache__`` and ``*.pyc``/``*.pyo`` (what the sandbox
+    copy of a host repo leaves out)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            rel_dir = ""
+        if skip_compiled:
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        for d in list(dirnames):  # a symlink to a directory is an entry, not followed
+            if os.path.islink(os.path.join(dirpath, d)):
+                dirnames.remove(d)
+                filenames.append(d)
+        for name in filenames:
+            if skip_compiled and name.endswith(SKIP_SUFFIXES):
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            out[rel] = digest(os.path.join(dirpath, name))
+    return out
+
+
+def main(argv):
+    root, out_path, wanted = argv[1], argv[2], argv[3:]
+    hashes = hash_tree(root)
+    texts = {}
+    for rel in wanted:
+        if not hashes.get(rel, "link:").startswith(("link:", "special:")):
+            try:
+                with open(os.path.join(root, rel), "rb") as fh:
+                    texts[rel] = fh.read().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                texts[rel] = None
+    report = json.dumps({"hashes": hashes, "texts": texts})
+    if out_path == "-":
+        sys.stdout.write(report)
+        return
+    os.makedirs(os.path.dirname(out_path), mode=0o755, exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as fh:
+        fh.write(report)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
