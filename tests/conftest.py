@@ -19,6 +19,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,33 +111,41 @@ def our_containers(client) -> list[str]:
     return [c.id for c in client.containers.list(all=True, filters={"label": [LABEL, OWNER_LABEL]})]
 
 
-def containers_created(client, start: float, end: float) -> list[str]:
-    """Ids of ``org.proctor`` containers this process created between ``start`` and ``end``
-    (``time.time()`` values), from the engine's event log."""
-    events = client.events(
-        since=int(start) - 1, until=int(end) + 1, decode=True,
-        filters={"type": "container", "event": "create", "label": [LABEL, OWNER_LABEL]},
-    )
-    lo, hi = int(start * 1e9), int(end * 1e9)
-    return [e["id"] for e in events if lo <= int(e["timeNano"]) <= hi]
-
-
 class ContainerCounter:
-    """``with counter:`` then ``counter.created``: containers this process created inside."""
+    """``with counter:`` then ``counter.created``: containers this process created inside.
+
+    Streams the engine's ``create`` events live while the block runs. (Replaying them
+    afterwards with ``since``/``until`` is unreliable: the engine keeps only the last 256
+    events, and concurrent Proctor runs on the same engine overflow that within seconds.)
+    """
 
     def __init__(self, client) -> None:
         self.client = client
         self.created: list[str] = []
 
     def __enter__(self) -> ContainerCounter:
-        self._start = time.time()
+        self._stream = self.client.events(
+            since=int(time.time()) - 1, decode=True,
+            filters={"type": "container", "event": "create", "label": [LABEL, OWNER_LABEL]})
+        self._seen: list[str] = []
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+        self._start_ns = time.time_ns()
         return self
 
+    def _pump(self) -> None:
+        try:
+            for event in self._stream:
+                self._seen.append((event["id"], int(event["timeNano"])))
+        except Exception:  # noqa: BLE001 - the stream was closed
+            pass
+
     def __exit__(self, *exc) -> None:
-        end = time.time()
-        # Events are timestamped by the engine; let the clock pass the window's end.
-        time.sleep(max(0.0, int(end) + 1 - time.time()) + 0.05)
-        self.created = containers_created(self.client, self._start, end)
+        end_ns = time.time_ns()
+        time.sleep(0.5)  # let the engine deliver the last events
+        self._stream.close()
+        self._thread.join(timeout=5)
+        self.created = [cid for cid, t in self._seen if self._start_ns - 10**9 <= t <= end_ns]
 
 
 @pytest.fixture

@@ -134,7 +134,15 @@ def scan_patch(after: dict[str, str | None], added_lines: dict[str, list[int] | 
 
 
 def scan_source(path: str, text: str, added: set[int] | None = None) -> list[Finding]:
-    """Findings in one file's source; ``added``: lines that count (None: all). Never raises."""
+    """Findings in one file's source; ``added``: lines that count (None: all). Never raises:
+    a file too deeply nested for the parser or the walk is reported as ``unparseable``."""
+    try:
+        return _scan_source(path, text, added)
+    except (RecursionError, MemoryError) as exc:
+        return [Finding("unparseable", path, 0, f"{type(exc).__name__}: too deeply nested")]
+
+
+def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError) as exc:
