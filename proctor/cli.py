@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from proctor.cli_batch import batch_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
 
@@ -88,6 +89,9 @@ def score(
         _render(rec)
     if rec.status == "error":
         raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
+
+
+app.command("batch")(batch_command)
 
 
 @app.command()
