@@ -177,9 +177,10 @@ def prepare_resume(output: Path, items: list[BatchItem]) -> set[int]:
 
     A record holds when its ``rollout_id`` is in the input with the same patch sha256 and
     it is final (scored, or an error a rerun would repeat, e.g. ``task_config``). Records of
-    infrastructure errors, of changed patches, and a torn last line (a killed batch) are
-    dropped, so the finished file holds one record per rollout. Records whose rollout is
-    not in the input are kept. The rewrite is atomic.
+    infrastructure errors, of changed patches, of bad input lines (reported again by the
+    rerun) and a torn last line (a killed batch) are dropped, so the finished file holds
+    one record per rollout. Records whose rollout is not in the input are kept. The
+    rewrite is atomic.
     """
     if not output.is_file():
         return set()
@@ -191,6 +192,8 @@ def prepare_resume(output: Path, items: list[BatchItem]) -> set[int]:
             rec = RewardRecord.model_validate_json(line)
         except (ValidationError, ValueError):
             continue
+        if rec.error is not None and rec.error.kind == BAD_INPUT:
+            continue  # the rerun reports the same bad lines again
         target = wanted.get(rec.rollout_id)
         if target is None:
             keep.append(line)
