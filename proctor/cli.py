@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
+from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
 
@@ -92,6 +93,7 @@ def score(
 
 
 app.command("batch")(batch_command)
+app.command("serve")(serve_command)
 
 
 @app.command()
