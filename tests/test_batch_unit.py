@@ -330,3 +330,99 @@ def test_cli_batch_usage_errors_exit_2(tmp_path):
     res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--sandbox", "local")
     assert res.returncode == 2 and "not available" in res.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def test_score_batch_returns_input_order(monkeypatch, tmp_path, tiny_task):
+    import proctor.harness.batch as batch
+
+    fake = FakeScorer(delay=0.05)
+    monkeypatch.setattr(batch, "score", fake)
+    monkeypatch.setattr(batch, "prepare_task", lambda path, **kw: PreparedTask(
+        load_task(path), "img", "sha256:img"))
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    rollouts = [{"task": str(tiny_task), "patch": "x" * i, "rollout_id": f"r{i}"}
+                for i in range(1, 12)]
+    rollouts.insert(5, {"task": str(tiny_task), "rollout_id": "incomplete"})
+    got = batch.score_batch(rollouts, workers=3)
+    assert [r.rollout_id for r in got] == [r["rollout_id"] for r in rollouts]
+    assert got[5].error.kind == "bad_input" and got[5].error.message.startswith("rollout #5")
+    assert [r.reward for r in got[:5]] == [0.01, 0.02, 0.03, 0.04, 0.05]
+
+
+def test_ascore_runs_concurrently(monkeypatch):
+    import asyncio
+
+    import proctor.harness.batch as batch
+
+    def slow_score(task, patch, **kw):
+        time.sleep(0.3)
+        return record(kw.get("rollout_id", "r"))
+
+    monkeypatch.setattr(batch, "score", slow_score)
+
+    async def main():
+        return await asyncio.gather(*(batch.ascore("t", b"p", rollout_id=f"r{i}")
+                                      for i in range(3)))
+
+    start = time.monotonic()
+    got = asyncio.run(main())
+    assert [r.rollout_id for r in got] == ["r0", "r1", "r2"]
+    assert time.monotonic() - start < 0.8
+
+
+# --------------------------------------------------------------------------- baseline lock
+
+
+def _fake_suites(calls):
+    def run_suites(patch, runs):
+        calls.append(patch)
+        time.sleep(0.2)
+        return {"public": [{"test_a.py::test_a": "failed"}] * runs,
+                "hidden": [{"test_h.py::test_h": "passed"}] * runs}
+
+    return run_suites
+
+
+def _compute_in_child(task_dir: str, cache: str, out: str) -> None:
+    import os
+
+    os.environ["PROCTOR_CACHE_DIR"] = cache
+    from proctor.suites.baseline import load_or_compute_baseline
+
+    calls: list = []
+    load_or_compute_baseline(load_task(task_dir), "sha256:img", _fake_suites(calls))
+    Path(out).write_text(str(len(calls)))
+
+
+def test_baseline_is_computed_once_across_threads(monkeypatch, tmp_path, tiny_task):
+    from proctor.suites.baseline import load_or_compute_baseline
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    task, calls = load_task(tiny_task), []
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        load_or_compute_baseline(task, "sha256:img", _fake_suites(calls)))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [None] and len({r.key for r in results}) == 1
+    assert results[0].suites["public"].fail_to_pass == ["test_a.py::test_a"]
+
+
+def test_baseline_is_computed_once_across_processes(tmp_path, tiny_task):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_compute_in_child, args=(str(tiny_task), str(tmp_path / "c"),
+                                                         str(tmp_path / f"n{i}")))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    counts = sorted(int((tmp_path / f"n{i}").read_text()) for i in range(3))
+    assert counts == [0, 0, 1]

@@ -147,8 +147,8 @@ class TaskPreparer:
     :class:`TaskConfigError` is kept too (it would repeat); infrastructure errors are not
     (the next call tries again)."""
 
-    def __init__(self, prepare: Callable[..., PreparedTask] = prepare_task) -> None:
-        self._prepare = prepare
+    def __init__(self, prepare: Callable[..., PreparedTask] | None = None) -> None:
+        self._prepare = prepare or (lambda *a, **kw: prepare_task(*a, **kw))
         self._done: dict[tuple, PreparedTask | TaskConfigError] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -189,7 +189,7 @@ class RolloutScorer:
                  preparer: TaskPreparer | None = None, cache: ResultCache | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.options = options or BatchOptions()
-        self.scorer = scorer or score
+        self.scorer = scorer or (lambda *a, **kw: score(*a, **kw))
         self.preparer = preparer or TaskPreparer()
         self.cache = cache if cache is not None else (
             ResultCache() if self.options.cache else None)
