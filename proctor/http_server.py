@@ -119,7 +119,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, fmt, *args) -> None:  # one line per request on stderr
-        sys.stderr.write(f"[proctor serve] {self.address_string()} {fmt % args}\n")
+        if self.server.log_requests:
+            sys.stderr.write(f"[proctor serve] {self.address_string()} {fmt % args}\n")
 
     def _send(self, status: int, payload: dict | list) -> None:
         data = json.dumps(payload).encode()
@@ -221,9 +222,11 @@ class ProctorServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], *, workers: int | None = None,
-                 max_body: int = MAX_BODY, max_rollouts: int = MAX_ROLLOUTS) -> None:
+                 max_body: int = MAX_BODY, max_rollouts: int = MAX_ROLLOUTS,
+                 log_requests: bool = True) -> None:
         super().__init__(address, Handler)
         self.workers, self.max_body, self.max_rollouts = workers, max_body, max_rollouts
+        self.log_requests = log_requests
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8765, **kw) -> ProctorServer:

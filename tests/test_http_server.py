@@ -14,7 +14,7 @@ from proctor.record import EnvInfo, RewardRecord
 
 @pytest.fixture
 def server():
-    srv = hs.make_server(port=0, max_body=4096, max_rollouts=3)
+    srv = hs.make_server(port=0, max_body=4096, max_rollouts=3, log_requests=False)
     hs.serve_in_thread(srv)
     yield srv
     srv.shutdown()

@@ -4,13 +4,31 @@ example in real containers (reference 0.998, partial 0.657333..., no diff 0.0 no
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
 np = pytest.importorskip("numpy")  # verl hands the batch manager numpy object arrays
 
 PARTIAL = pytest.approx(0.6573333)
+RL_DIR = Path(__file__).resolve().parents[1] / "proctor" / "rl"
+
+
+def load_by_path(filename: str, name: str = "custom_module"):
+    """How verl (custom_reward_function.path) and OpenRLHF (--remote_rm_url file) load a
+    reward file: by path, under a module name of their own."""
+    spec = importlib.util.spec_from_file_location(name, RL_DIR / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verl_reward_fn(name: str, reward_kwargs: dict):
+    """verl's get_custom_reward_fn: the named function with reward_kwargs bound."""
+    raw = getattr(load_by_path("verl.py"), name)
+    return lambda *args, **kwargs: raw(*args, **kwargs, **reward_kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +40,10 @@ def answers(toolz_patches):
 
 @pytest.mark.docker
 def test_verl_naive_and_batch_reward_managers(toolz_task, answers):
-    from proctor.rl.verl import VERL_KEYS, compute_score, compute_score_batch
+    from proctor.rl.verl import VERL_KEYS
 
+    compute_score = verl_reward_fn("compute_score", {})
+    compute_score_batch = verl_reward_fn("compute_score_batch", {"workers": 2})
     # NaiveRewardManager: one keyword call per sample.
     one = compute_score(data_source="proctor/toolz", solution_str=answers["reference"],
                         ground_truth=str(toolz_task), extra_info={"index": 0, "split": "train"})
@@ -35,8 +55,7 @@ def test_verl_naive_and_batch_reward_managers(toolz_task, answers):
         data_sources=np.array(["proctor/toolz"] * 3, dtype=object),
         solution_strs=[answers[n] for n in names],
         ground_truths=[str(toolz_task)] * 3,
-        extra_infos=np.array([{"index": i} for i in range(3)], dtype=object),
-        workers=2)
+        extra_infos=np.array([{"index": i} for i in range(3)], dtype=object))
     assert [d["score"] for d in out] == [pytest.approx(0.998), PARTIAL, 0.0]
     assert out[2]["no_patch"] == 1.0 and out[2]["valid"] == 1.0
     assert all(tuple(d) == VERL_KEYS for d in out)
@@ -64,8 +83,7 @@ def test_trl_grpo_reward_function_sync_and_async(toolz_task, answers):
 
 @pytest.mark.docker
 def test_openrlhf_reward_func_file_mode(toolz_task, answers, monkeypatch):
-    from proctor.rl.openrlhf import reward_func
-
+    reward_func = load_by_path("openrlhf.py", "reward_module").reward_func
     monkeypatch.setitem(sys.modules, "torch", None)  # torch is not installed here anyway
     prompts = ["<user>fix getter</user>", "<user>fix getter</user>"]
     queries = [prompts[0] + answers["partial"], prompts[1] + answers["none"]]
