@@ -53,3 +53,23 @@ def test_ray_records_match_local_executor(fresh_local_cluster, toolz_task, toolz
         assert (b.error.kind if b.error else None) == (a.error.kind if a.error else None)
     assert on_ray[0].reward == pytest.approx(0.998)
     assert on_ray[3].integrity.violated and on_ray[6].error.kind == "bad_input"
+
+
+@pytest.mark.docker
+def test_ray_uses_an_existing_cluster_without_docker_slots(fresh_local_cluster, toolz_task,
+                                                          toolz_patches):
+    from pathlib import Path
+
+    import proctor
+
+    # A cluster the user started (no docker_slots resource): Proctor joins it, tasks ask
+    # for one CPU each. Its workers import this checkout of proctor.
+    root = str(Path(proctor.__file__).resolve().parents[1])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir="/tmp/ray",
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
+    rollouts = [{"task": str(toolz_task), "patch": toolz_patches[n].decode(),
+                 "rollout_id": n, "group_id": n} for n in ("partial", "empty")]
+    got = score_batch(rollouts, workers=2, executor="ray")
+    assert DOCKER_SLOTS not in ray.cluster_resources()
+    assert [r.reward for r in got] == [pytest.approx(0.6573333), 0.0]
+    assert got[1].reason == "empty_patch"
