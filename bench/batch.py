@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -47,14 +48,18 @@ def load_make_task():
     return module
 
 
+#: Per invocation, so variants never repeat across runs either (the result cache persists).
+RUN_TOKEN = uuid.uuid4().hex[:12]
+
+
 def variant(mk, task_dir: Path, name: str, i: int) -> str:
-    """The candidate ``name`` with ``# bench variant i`` as the first line of getter."""
+    """The candidate ``name`` with ``# bench variant <run>-i`` as the first line of getter."""
     head = "def getter(index):\n"
     edits = {}
     for path, (old, new) in mk.PATCHES[name].items():
         if path == mk.BUGGY_FILE:
             assert new.startswith(head)
-            new = new.replace(head, f"{head}    # bench variant {i}\n", 1)
+            new = new.replace(head, f"{head}    # bench variant {RUN_TOKEN}-{i}\n", 1)
         edits[path] = (old, new)
     return mk.make_patch(task_dir / "repo", edits).decode()
 
