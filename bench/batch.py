@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -106,7 +107,9 @@ def main() -> int:
                                        args.bare_repeats))
     print(f"task {prepared.task.id}, image {prepared.image}, {args.n} rollouts per run, "
           f"candidates {', '.join(CANDIDATES)} (all distinct)")
-    print(f"bare pytest (public + hidden, warm container): median {bare:.3f} s")
+    print(f"bare pytest (public + hidden, warm container): median {bare:.3f} s; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          "(figures are only meaningful on a quiet machine)")
     results = []
     for workers, offset in ((1, 0), (2, args.n)):
         res = run(rollouts(mk, task_dir, args.n, offset), workers)
@@ -117,6 +120,7 @@ def main() -> int:
               f"over bare); cache hits {res['cache_hits']}; errors {dict(res['errors']) or 0}")
         print("  rewards by candidate: " + "; ".join(
             f"{k} {sorted(v, key=lambda x: (x is None, x))}" for k, v in res["rewards"].items()))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     one, two = results
     ratio = two["rpm"] / one["rpm"]
     overhead = one["measured_mean"] - bare
