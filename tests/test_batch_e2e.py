@@ -62,3 +62,39 @@ def test_batch_cli_two_workers_toolz(tmp_path, toolz_task, toolz_build):
     assert "resume: 6 rollouts already in" in res.stderr
     again = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["rollout_id"] for r in again) == sorted(by_id)
+
+
+@pytest.mark.docker
+def test_interrupted_batch_keeps_what_it_wrote_and_resume_finishes(tmp_path, toolz_task,
+                                                                  toolz_make_task,
+                                                                  make_toolz_patch):
+    import signal
+    import time
+    import uuid
+
+    mk, token = toolz_make_task, uuid.uuid4().hex[:8]
+    head = "def getter(index):\n"
+    patches = [make_toolz_patch({mk.BUGGY_FILE: (mk.GETTER_BUGGY, mk.GETTER_ORIGINAL.replace(
+        head, f"{head}    # interrupt test {token}-{i}\n", 1))}).decode() for i in range(4)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(
+        {"task": str(toolz_task), "patch": p, "rollout_id": f"r{i}"}) + "\n"
+        for i, p in enumerate(patches)))
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "proctor", "batch",
+                             str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "1"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.is_file() and out.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C: the running rollout is cleaned up, not written
+    proc.wait(timeout=600)
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert 1 <= len(written) < 4 and all(r["reward"] == pytest.approx(0.998) for r in written)
+
+    res = run_batch(str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "1", "--resume")
+    assert res.returncode == 0, res.stderr[-3000:]
+    final = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["rollout_id"] for r in final) == ["r0", "r1", "r2", "r3"]
+    assert [r for r in final if r["rollout_id"] == written[0]["rollout_id"]] == [written[0]]
