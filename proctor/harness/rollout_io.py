@@ -168,7 +168,7 @@ def _final(rec: RewardRecord) -> bool:
     if rec.status == "scored":
         return True
     return rec.error is not None and not rec.error.retryable and rec.error.kind not in (
-        "blocked", "infra", "engine_unavailable", "internal_error", BAD_INPUT)
+        "blocked", "infra", "engine_unavailable", "image_missing", "internal_error", BAD_INPUT)
 
 
 def prepare_resume(output: Path, items: list[BatchItem]) -> set[int]:
