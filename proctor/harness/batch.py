@@ -145,7 +145,8 @@ class TaskPreparer:
     """Prepares each task once per process, whatever the number of threads asking: the
     first caller prepares, the others wait for it. Successes are kept; a
     :class:`TaskConfigError` is kept too (it would repeat); infrastructure errors are not
-    (the next call tries again)."""
+    (the next call tries again). A task directory is assumed not to change while the process
+    runs (its fingerprint is part of the result cache key); restart after editing a task."""
 
     def __init__(self, prepare: Callable[..., PreparedTask] | None = None) -> None:
         self._prepare = prepare or (lambda *a, **kw: prepare_task(*a, **kw))
