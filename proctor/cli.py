@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from proctor.cli_batch import batch_command
+from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
 
@@ -117,6 +119,10 @@ def cleanup(
 
     report = remove_stale(expired=not dead_only)
     print(f"removed {len(report.containers)} container(s), {len(report.dirs)} local dir(s)")
+
+
+app.command("batch")(batch_command)
+app.command("serve")(serve_command)
 
 
 @app.command()

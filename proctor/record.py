@@ -157,6 +157,8 @@ class RewardRecord(BaseModel):
     timing: dict[str, float] = {}
     env: EnvInfo
     measurements: Measurements | None = None
+    #: The rollout's ``metadata`` from a batch input line, passed through untouched.
+    metadata: dict | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)
