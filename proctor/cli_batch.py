@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from proctor.errors import TaskConfigError
 from proctor.harness.batch import BatchConfigError, BatchOptions, check_options, iter_batch
 from proctor.harness.batch_summary import BatchSummary, is_violation, summarize
 from proctor.harness.retry import RetryPolicy
@@ -44,7 +45,9 @@ def batch_command(
     executor: str = typer.Option("local", help="local (thread pool) or ray."),
     resume: bool = typer.Option(False, help="Keep records already in the output for the "
                                 "same rollout_id and patch; score only the rest."),
-    sandbox: str = typer.Option("docker", help="Sandbox backend: docker or local."),
+    sandbox: str | None = typer.Option(
+        None, help="Sandbox backend: docker or local (bubblewrap). Default: docker when an "
+        "engine answers, else local."),
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     cache: bool = typer.Option(True, help="Reuse results of identical patches."),
     retries: int = typer.Option(3, min=0, help="Extra attempts for infrastructure errors."),
@@ -56,11 +59,14 @@ def batch_command(
     except OSError as exc:
         err.print(f"[red]cannot read {rollouts}[/red]: {exc.strerror or exc}")
         raise typer.Exit(EXIT_CONFIG) from None
-    options = BatchOptions(workers=workers, executor=executor, sandbox=sandbox, image=image,
-                           cache=cache, retry=RetryPolicy(retries=retries))
     try:
+        from proctor.sandbox.backends import choose_backend
+
+        options = BatchOptions(workers=workers, executor=executor,
+                               sandbox=choose_backend(sandbox), image=image, cache=cache,
+                               retry=RetryPolicy(retries=retries))
         check_options(options)
-    except BatchConfigError as exc:
+    except (BatchConfigError, TaskConfigError) as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_CONFIG) from None
     output.parent.mkdir(parents=True, exist_ok=True)

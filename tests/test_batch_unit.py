@@ -64,7 +64,7 @@ class FakeScorer:
         self.delay, self.fail_first = delay, fail_first
         self.lock = threading.Lock()
 
-    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image):
+    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image, sandbox):
         with self.lock:
             self.calls.append(patch)
             n = len(self.calls)
@@ -314,9 +314,10 @@ def test_summary_counts_rates_and_slowest():
 # --------------------------------------------------------------------------- usage errors
 
 
-def test_unregistered_sandbox_and_unknown_executor_are_clear_errors():
-    with pytest.raises(BatchConfigError, match="'local' bubblewrap backend"):
-        check_options(BatchOptions(sandbox="local"))
+def test_unknown_sandbox_and_unknown_executor_are_clear_errors():
+    with pytest.raises(BatchConfigError, match="unknown sandbox backend 'lxc'; choose one of"):
+        check_options(BatchOptions(sandbox="lxc"))
+    check_options(BatchOptions(sandbox="local"))  # registered: fine
     with pytest.raises(BatchConfigError, match="unknown executor 'spark'"):
         check_options(BatchOptions(executor="spark"))
 
@@ -327,8 +328,8 @@ def test_cli_batch_usage_errors_exit_2(tmp_path):
     res = run(str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o.jsonl"))
     assert res.returncode == 2 and "cannot read" in res.stderr
     (tmp_path / "in.jsonl").write_text("")
-    res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--sandbox", "local")
-    assert res.returncode == 2 and "not available" in res.stderr
+    res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--sandbox", "lxc")
+    assert res.returncode == 2 and "unknown sandbox backend 'lxc'" in res.stderr
     assert not (tmp_path / "o.jsonl").exists()
 
 

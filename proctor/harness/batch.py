@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
-import inspect
 import os
-import pkgutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -75,35 +72,16 @@ class BatchOptions:
 # --------------------------------------------------------------------------- sandbox choice
 
 
-def available_sandboxes() -> list[str]:
-    """Names registered in :data:`proctor.sandbox.base.BACKENDS`, after importing every
-    module of :mod:`proctor.sandbox` (backends register on import)."""
-    import proctor.sandbox as pkg
-    from proctor.sandbox.base import BACKENDS
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        try:
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
-        except ImportError:
-            continue
-    return sorted(BACKENDS)
-
-
 def check_options(options: BatchOptions) -> None:
     """Raise :class:`BatchConfigError` for an unknown executor or sandbox backend."""
+    from proctor.sandbox.base import BACKENDS
+
     if options.executor not in EXECUTORS:
         raise BatchConfigError(f"unknown executor {options.executor!r}; choose one of "
                                f"{', '.join(EXECUTORS)}")
-    names = available_sandboxes()
-    if options.sandbox not in names:
-        raise BatchConfigError(
-            f"sandbox backend {options.sandbox!r} is not available in this build "
-            f"(registered: {', '.join(names) or 'none'}); the 'local' bubblewrap backend "
-            "registers itself in proctor.sandbox.base.BACKENDS once it is installed. "
-            "Use --sandbox docker.")
-    if options.sandbox != "docker" and "sandbox" not in inspect.signature(score).parameters:
-        raise BatchConfigError(f"sandbox backend {options.sandbox!r} is registered but "
-                               "proctor.score cannot select a backend yet")
+    if options.sandbox not in BACKENDS:
+        raise BatchConfigError(f"unknown sandbox backend {options.sandbox!r}; choose one of "
+                               f"{', '.join(sorted(BACKENDS))}")
 
 
 # --------------------------------------------------------------------------- tasks
@@ -128,17 +106,15 @@ def prepare_task(path: str | Path, *, image: str | None = None,
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test...).
         InfraError: engine or image unavailable, a baseline container failed.
     """
-    task = load_task(path)
-    if sandbox != "docker":  # the backend's own score() computes (and locks) its baseline
-        return PreparedTask(task, image, None)
     from proctor.harness.suites_in_sandbox import baseline_runner
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.image import resolve_image
+    from proctor.sandbox.backends import resolve_env
     from proctor.suites.baseline import load_or_compute_baseline
 
-    tag, image_id = resolve_image(docker_client(), image)
-    load_or_compute_baseline(task, image_id, baseline_runner(task, tag))
-    return PreparedTask(task, tag, image_id)
+    task = load_task(path)
+    env, env_id = resolve_env(sandbox, image)
+    load_or_compute_baseline(task, env_id, baseline_runner(
+        task, env, task.config.limits.to_limits(), sandbox))
+    return PreparedTask(task, env, env_id)
 
 
 class TaskPreparer:
@@ -247,11 +223,9 @@ class RolloutScorer:
             return rec
 
     def _score(self, prep: PreparedTask, r: Rollout, patch: bytes) -> RewardRecord:
-        kwargs = {"rollout_id": r.rollout_id, "group_id": r.group_id,
-                  "sample_index": r.sample_index, "image": prep.image}
-        if self.options.sandbox != "docker":
-            kwargs["sandbox"] = self.options.sandbox
-        return self.scorer(prep.task, patch, **kwargs)
+        return self.scorer(prep.task, patch, rollout_id=r.rollout_id, group_id=r.group_id,
+                           sample_index=r.sample_index, image=prep.image,
+                           sandbox=self.options.sandbox)
 
 
 _DEFAULT: dict[BatchOptions, RolloutScorer] = {}
