@@ -6,11 +6,15 @@ cd "$(dirname "$0")/.."
 
 bash scripts/provision-docker.sh
 
-if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "[setup] installing debootstrap (offline sandbox base image)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
-    || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-fi
+# debootstrap: the offline sandbox base image; bubblewrap: the local sandbox backend.
+for pkg in debootstrap:debootstrap bubblewrap:bwrap; do
+  name=${pkg%%:*} cmd=${pkg##*:}
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "[setup] installing $name" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$name" >/dev/null \
+      || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$name" >/dev/null; }
+  fi
+done
 
 if ! python3 -c "import proctor, pytest, typer, ray" >/dev/null 2>&1 || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
