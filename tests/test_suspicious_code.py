@@ -112,6 +112,15 @@ def test_only_added_lines_count():
     assert [f.line for f in scan_source("pkg/mod.py", src, added={2})] == [2]
 
 
+def test_suspicious_line_the_repo_already_had_is_not_the_patch_s():
+    old = "import sys\n\n\ndef caller():\n    return sys._getframe(1)\n"
+    new = "import sys\n\n\ndef caller(depth=1):\n    if depth:\n        return sys._getframe(1)\n"
+    assert scan_patch({"pkg/m.py": new}, {"pkg/m.py": [4, 5, 6]}, before={"pkg/m.py": old}) == []
+    worse = new.replace("_getframe(1)", "_getframe(2)")
+    assert [f.kind for f in scan_patch({"pkg/m.py": worse}, {"pkg/m.py": [4, 5, 6]},
+                                       before={"pkg/m.py": old})] == ["frame_read"]
+
+
 def test_unparseable_file_is_reported_not_raised():
     (f,) = scan_source("pkg/mod.py", "def (:\n")
     assert f.kind == "unparseable" and SEVERITY[f.kind] == "info" and f.line == 1

@@ -111,15 +111,18 @@ def violations(findings: list[Finding]) -> list[Finding]:
 
 
 def scan_patch(after: dict[str, str | None], added_lines: dict[str, list[int] | None],
-               public: list[str] = ()) -> list[Finding]:
+               public: list[str] = (), before: dict[str, str | None] | None = None
+               ) -> list[Finding]:
     """Scan every ``.py`` file of ``after`` (path -> patched text, None: deleted).
 
     Non-test files get every kind. Test paths (tests dirs, ``test_*.py``, public test
     paths) get only :data:`TEST_FILE_KINDS`, what no test needs either: library code could
     import a helper hidden under ``tests/`` (importing pytest or skipping is what tests do).
     ``added_lines``: path -> the target line numbers the patch added (None or missing:
-    the whole file counts, e.g. a new file). Sorted by (path, line, kind), one finding per
-    (path, line, kind).
+    the whole file counts, e.g. a new file). ``before``: pristine text per path; a finding
+    whose (kind, stripped source line) the pristine file already has is the repo's, not
+    the patch's (a moved or re-indented line), and is dropped. Sorted by (path, line,
+    kind), one finding per (path, line, kind).
     """
     out: list[Finding] = []
     for path, text in sorted(after.items()):
@@ -127,6 +130,11 @@ def scan_patch(after: dict[str, str | None], added_lines: dict[str, list[int] | 
             continue
         lines = added_lines.get(path)
         found = scan_source(path, text, None if lines is None else set(lines))
+        old = (before or {}).get(path)
+        if old is not None and found:
+            src_new, src_old = text.splitlines(), old.splitlines()
+            known = {(f.kind, _line(src_old, f.line)) for f in scan_source(path, old)}
+            found = [f for f in found if (f.kind, _line(src_new, f.line)) not in known]
         if is_test_path(path, public):
             found = [f for f in found if f.kind in TEST_FILE_KINDS]
         out += found
@@ -423,6 +431,10 @@ class _Scanner(ast.NodeVisitor):
                               f"{node.name}: {ast.unparse(sub)} counts calls and decides "
                               "the answer")
                     return
+
+
+def _line(lines: list[str], n: int) -> str:
+    return lines[n - 1].strip() if 0 < n <= len(lines) else ""
 
 
 def _constant_truth(node: ast.AST | None) -> bool | None:
