@@ -156,8 +156,9 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             return _honest_failure(rec, "did_not_apply", applied.output[-500:], task)
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
             tamper = inspect_patched_tree(sb, task, REPO, summary, deadline.budget(STEP_TIMEOUT_S))
-        rec.evidence["tamper"] = Evidence(command="tree_report.py; tamper judges", details={
-            "violations": tamper.violations, "findings": tamper.findings})
+        rec.evidence["tamper"] = Evidence(
+            command="tree_report.py; tamper judges", duration_s=rec.timing["tamper_s"],
+            details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task)
 
