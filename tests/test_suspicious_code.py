@@ -143,3 +143,9 @@ def test_scan_patch_skips_tests_and_deleted_and_classifies():
     assert penalty_indicator(findings) == 1.0
     assert [f.kind for f in violations(findings)] == ["frame_read"]
     assert penalty_indicator([]) == 0.0
+
+
+def test_deeply_nested_file_is_unscannable_not_a_crash():
+    src = "x = " + "+".join(["1"] * 50000) + "\n"
+    (f,) = scan_source("pkg/mod.py", src)
+    assert f.kind == "unscannable" and SEVERITY[f.kind] == "violation"

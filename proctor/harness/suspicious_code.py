@@ -43,6 +43,8 @@ is only reported.
     call_counter       penalty    a counter bumped by a constant on each call (``n += 1``,
                                   ``next(itertools.count())``) that a branch or an index
                                   of the same function reads: a different answer per call
+    unscannable        violation  the file parses but is nested too deeply to scan
+                                  (RecursionError): the scan cannot vouch for it
     unparseable        info       the patched file does not parse (compiled already scores it)
 """
 
@@ -66,12 +68,13 @@ SEVERITY: dict[str, str] = {
     "skip_raise": "penalty",
     "always_equal": "violation",
     "call_counter": "penalty",
+    "unscannable": "violation",
     "unparseable": "info",
 }
 
 #: Kinds reported in test files too (see :func:`scan_patch`).
 TEST_FILE_KINDS = frozenset({"frame_read", "pytest_patch", "builtins_write", "grader_sensing",
-                             "dynamic_code"})
+                             "dynamic_code", "unscannable"})
 #: Calls that run code from data: exec/eval/compile of a non-constant, code objects.
 DYNAMIC_CODE = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval",
                           "builtins.compile", "marshal.loads", "types.CodeType",
@@ -148,8 +151,14 @@ def scan_source(path: str, text: str, added: set[int] | None = None) -> list[Fin
     except (SyntaxError, ValueError) as exc:
         return [Finding("unparseable", path, getattr(exc, "lineno", 0) or 0,
                         f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}")]
-    scanner = _Scanner(path, added, _aliases(tree))
-    scanner.visit(tree)
+    except (RecursionError, MemoryError) as exc:
+        return [Finding("unscannable", path, 0, f"{type(exc).__name__} while parsing")]
+    scanner = _Scanner(path, added, {})
+    try:
+        scanner.aliases = _aliases(tree)
+        scanner.visit(tree)
+    except (RecursionError, MemoryError) as exc:
+        return [Finding("unscannable", path, 0, f"{type(exc).__name__} while scanning")]
     seen: dict[tuple[str, int], Finding] = {}
     for f in scanner.found:  # one per (kind, line); a named call beats a bare ``.attr``
         kept = seen.get((f.kind, f.line))

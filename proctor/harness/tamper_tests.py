@@ -227,7 +227,15 @@ def _param_cases(decos: list[ast.expr]) -> dict[str, int | str]:
 
 
 def compare_test_module(path: str, before: str, after: str | None) -> list[Finding]:
-    """Findings for one pristine test module (``after`` None: deleted or renamed away)."""
+    """Findings for one pristine test module (``after`` None: deleted or renamed away).
+    Never raises: a module nested too deeply to compare is reported as ``unparseable``."""
+    try:
+        return _compare_test_module(path, before, after)
+    except (RecursionError, MemoryError) as exc:
+        return [Finding("unparseable", path, 0, f"{type(exc).__name__}: too deep to compare")]
+
+
+def _compare_test_module(path: str, before: str, after: str | None) -> list[Finding]:
     try:
         old = ast.parse(before)
     except SyntaxError:
