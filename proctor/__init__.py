@@ -2,6 +2,8 @@
 
     from proctor import score, load_task, RewardRecord
     record = score("path/to/task", patch_bytes)   # RewardRecord; record.reward is a float or None
+    record = await ascore("path/to/task", patch_bytes)
+    records = score_batch([{"task": ..., "patch": ..., "rollout_id": "r1"}], workers=2)
 """
 
 from proctor.errors import (
@@ -11,12 +13,14 @@ from proctor.errors import (
     ProctorError,
     TaskConfigError,
 )
+from proctor.harness.batch import ascore, score_batch
 from proctor.harness.executor import score
+from proctor.harness.rollout_io import Rollout
 from proctor.harness.task import Task, load_task
 from proctor.record import RewardRecord
 from proctor.version import __version__
 
 __all__ = [
-    "EngineUnavailable", "ImageMissing", "InfraError", "ProctorError", "RewardRecord", "Task",
-    "TaskConfigError", "__version__", "load_task", "score",
+    "EngineUnavailable", "ImageMissing", "InfraError", "ProctorError", "RewardRecord", "Rollout",
+    "Task", "TaskConfigError", "__version__", "ascore", "load_task", "score", "score_batch",
 ]

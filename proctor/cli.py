@@ -1,7 +1,7 @@
 """``proctor`` command line: thin typer commands over the library.
 
-Exit codes: 0 a reward was computed (whatever its value), 2 bad usage or task
-configuration, 3 infrastructure error.
+Exit codes: 0 a reward was computed (whatever its value), 1 ``score --fail-under N`` and
+the gate score is below N, 2 bad usage or task configuration, 3 infrastructure error.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from proctor.cli_batch import batch_command
+from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
 
@@ -25,7 +27,7 @@ app.add_typer(image_app, name="image")
 out = Console()
 err = Console(stderr=True)
 
-EXIT_CONFIG, EXIT_INFRA = 2, 3
+EXIT_BELOW, EXIT_CONFIG, EXIT_INFRA = 1, 2, 3
 
 
 def _exit_for(exc: ProctorError) -> int:
@@ -55,9 +57,14 @@ def _render(rec: RewardRecord) -> None:
         out.print(f"[red]integrity violation[/red]: {'; '.join(rec.integrity.reasons)}")
     if rec.reason:
         out.print(f"reason: {rec.reason} {rec.component_notes.get('reason', '')}")
+    raised = [name for name, on in rec.flags.model_dump().items() if on]
+    if raised:
+        out.print(f"flags: {', '.join(raised)}")
     v = rec.verdict
     out.print(f"total reward [bold]{rec.reward:.4f}[/bold]   verdict [bold]{v.gate}[/bold] "
-              f"({v.score:.1f}/100){'  blockers: ' + '; '.join(v.blockers) if v.blockers else ''}")
+              f"({v.score:.1f}/100; {v.rule})")
+    for blocker in v.blockers:
+        out.print(f"  blocker: {blocker}")
 
 
 @app.command()
@@ -68,8 +75,16 @@ def score(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record here."),
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     rollout_id: str | None = typer.Option(None, help="Rollout id to record."),
+    fail_under: float | None = typer.Option(
+        None, help="Exit 1 when the gate score (0..100) is below this (pre-merge hook)."),
+    sandbox: str | None = typer.Option(
+        None, help="Sandbox backend: docker or local (bubblewrap). Default: docker when an "
+        "engine answers, else local."),
 ) -> None:
-    """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict."""
+    """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
+
+    Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
+    configuration, 3 infrastructure error."""
     from proctor.harness.executor import score as score_patch
 
     if str(patch) == "-":
@@ -79,7 +94,7 @@ def score(
     else:
         err.print(f"patch file not found: {patch}")
         raise typer.Exit(EXIT_CONFIG)
-    rec = score_patch(task, data, image=image, rollout_id=rollout_id)
+    rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:
@@ -88,6 +103,26 @@ def score(
         _render(rec)
     if rec.status == "error":
         raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
+    if fail_under is not None and rec.verdict.score < fail_under:
+        err.print(f"gate score {rec.verdict.score:g} is below --fail-under {fail_under:g}")
+        raise typer.Exit(EXIT_BELOW)
+
+
+@app.command()
+def cleanup(
+    dead_only: bool = typer.Option(False, "--dead-only",
+                                   help="Only sandboxes whose owner process is gone."),
+) -> None:
+    """Remove sandboxes a crashed run left: expired ones and those whose owner is gone.
+    Sandboxes of live Proctor processes are never touched."""
+    from proctor.sandbox.cleanup import remove_stale
+
+    report = remove_stale(expired=not dead_only)
+    print(f"removed {len(report.containers)} container(s), {len(report.dirs)} local dir(s)")
+
+
+app.command("batch")(batch_command)
+app.command("serve")(serve_command)
 
 
 @app.command()

@@ -37,6 +37,9 @@ class Flags(BaseModel):
     exclude_from_advantage: bool = False
     suppressions_added: bool = False
     secret_in_patch: bool = False
+    #: A measurement could not be taken for a reason that is not the patch's (the tool
+    #: failed to start, a benchmark printed no metric): its component is null and re-shared.
+    degraded: bool = False
 
 
 class SuiteTests(BaseModel):
@@ -96,6 +99,9 @@ class Verdict(BaseModel):
     score: float
     gate: Literal["PASS", "WARN", "FAIL"]
     blockers: list[str] = []
+    #: The rule that decided the gate, e.g. ``"score 99.8 >= 80"`` or
+    #: ``"hard blocker: secret in added lines: a.py:3 (AWS Access Key)"``.
+    rule: str = ""
 
 
 class Measurements(BaseModel):
@@ -151,6 +157,8 @@ class RewardRecord(BaseModel):
     timing: dict[str, float] = {}
     env: EnvInfo
     measurements: Measurements | None = None
+    #: The rollout's ``metadata`` from a batch input line, passed through untouched.
+    metadata: dict | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)

@@ -12,10 +12,10 @@ if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v 
     || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 fi
 
-if ! python3 -c "import proctor, pytest, typer" >/dev/null 2>&1 || [ ! -f .proctor-installed ] \
+if ! python3 -c "import proctor, pytest, typer, ray" >/dev/null 2>&1 || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
-  echo "[setup] pip install -e .[dev]" >&2
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' 2>&1 \
+  echo "[setup] pip install -e .[dev,ray]" >&2
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray]' 2>&1 \
     | grep -v '^WARNING: Location' || true
   python3 -c "import proctor"
   command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true

@@ -19,6 +19,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,15 +49,21 @@ def _isolated_env(tmp_path_factory) -> Iterator[Path]:
     cache, tmp = root / "cache", root / "tmp"
     cache.mkdir()
     tmp.mkdir()
+    # The local backend's sandbox dirs must be reachable by its unprivileged host uid, which
+    # pytest's 0700 base temp dir is not: a session dir of their own, leak-checked too.
+    local = Path(tempfile.mkdtemp(prefix="proctor-test-local-", dir="/tmp"))
+    local.chmod(0o755)
     saved = tempfile.tempdir
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PROCTOR_CACHE_DIR", str(cache))
         mp.setenv("TMPDIR", str(tmp))
+        mp.setenv("PROCTOR_SANDBOX_DIR", str(local))
         tempfile.tempdir = str(tmp)
         try:
             yield cache
         finally:
             tempfile.tempdir = saved
+            shutil.rmtree(local, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -104,33 +111,41 @@ def our_containers(client) -> list[str]:
     return [c.id for c in client.containers.list(all=True, filters={"label": [LABEL, OWNER_LABEL]})]
 
 
-def containers_created(client, start: float, end: float) -> list[str]:
-    """Ids of ``org.proctor`` containers this process created between ``start`` and ``end``
-    (``time.time()`` values), from the engine's event log."""
-    events = client.events(
-        since=int(start) - 1, until=int(end) + 1, decode=True,
-        filters={"type": "container", "event": "create", "label": [LABEL, OWNER_LABEL]},
-    )
-    lo, hi = int(start * 1e9), int(end * 1e9)
-    return [e["id"] for e in events if lo <= int(e["timeNano"]) <= hi]
-
-
 class ContainerCounter:
-    """``with counter:`` then ``counter.created``: containers this process created inside."""
+    """``with counter:`` then ``counter.created``: containers this process created inside.
+
+    Streams the engine's ``create`` events live while the block runs. (Replaying them
+    afterwards with ``since``/``until`` is unreliable: the engine keeps only the last 256
+    events, and concurrent Proctor runs on the same engine overflow that within seconds.)
+    """
 
     def __init__(self, client) -> None:
         self.client = client
         self.created: list[str] = []
 
     def __enter__(self) -> ContainerCounter:
-        self._start = time.time()
+        self._stream = self.client.events(
+            since=int(time.time()) - 1, decode=True,
+            filters={"type": "container", "event": "create", "label": [LABEL, OWNER_LABEL]})
+        self._seen: list[str] = []
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+        self._start_ns = time.time_ns()
         return self
 
+    def _pump(self) -> None:
+        try:
+            for event in self._stream:
+                self._seen.append((event["id"], int(event["timeNano"])))
+        except Exception:  # noqa: BLE001 - the stream was closed
+            pass
+
     def __exit__(self, *exc) -> None:
-        end = time.time()
-        # Events are timestamped by the engine; let the clock pass the window's end.
-        time.sleep(max(0.0, int(end) + 1 - time.time()) + 0.05)
-        self.created = containers_created(self.client, self._start, end)
+        end_ns = time.time_ns()
+        time.sleep(0.5)  # let the engine deliver the last events
+        self._stream.close()
+        self._thread.join(timeout=5)
+        self.created = [cid for cid, t in self._seen if self._start_ns - 10**9 <= t <= end_ns]
 
 
 @pytest.fixture
@@ -140,7 +155,10 @@ def count_containers(docker_engine, docker_ready) -> Callable[[], ContainerCount
 
 
 def _proctor_temp_entries() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("proctor-*")}
+    """``proctor-*`` entries of the temp dir and of the local backend's sandbox dir."""
+    local = os.environ.get("PROCTOR_SANDBOX_DIR", "/nonexistent")
+    dirs = {Path(tempfile.gettempdir()), Path(local)}
+    return {str(p) for d in dirs for p in d.glob("proctor-*")}
 
 
 @pytest.fixture
@@ -158,8 +176,25 @@ def no_leaks(docker_engine) -> Iterator[None]:
         assert left == [], f"containers labelled {LABEL} left behind: {left}"
     left_tmp = _proctor_temp_entries()
     for name in left_tmp:
-        shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
+        from proctor.sandbox.bwrap_backend import _remove_dir
+
+        _remove_dir(Path(name))  # unmounts the local backend's tmpfs areas first
     assert left_tmp == set(), f"proctor-* temp dirs left in {tempfile.gettempdir()}: {left_tmp}"
+
+
+@pytest.fixture(scope="session")
+def local_ready() -> str:
+    """The local backend's tools venv (built once, cached); skips when bubblewrap is missing
+    or the venv cannot be built."""
+    from proctor.sandbox import bwrap_backend
+
+    problem = bwrap_backend.unavailable()
+    if problem:
+        pytest.skip(f"local backend unavailable: {problem}")
+    try:
+        return bwrap_backend.ensure_env()
+    except Exception as exc:  # noqa: BLE001 - skip reason shows the harness message
+        pytest.skip(f"local tools venv: {exc}")
 
 
 @pytest.fixture(autouse=True)
@@ -167,6 +202,9 @@ def _docker_marker_guard(request) -> None:
     """``@pytest.mark.docker`` tests need the engine and the image, and get the leak check."""
     if request.node.get_closest_marker("docker") is not None:
         request.getfixturevalue("docker_ready")
+        request.getfixturevalue("no_leaks")
+    if request.node.get_closest_marker("local") is not None:
+        request.getfixturevalue("local_ready")
         request.getfixturevalue("no_leaks")
 
 

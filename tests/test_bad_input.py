@@ -229,7 +229,7 @@ def test_patch_as_str_is_scored_like_bytes(mini_task):
 
 def test_engine_unreachable_is_a_retryable_error(mini_task, tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    rec = score(mini_task, MINI_PATCH)
+    rec = score(mini_task, MINI_PATCH, sandbox="docker")  # asked for: no local fallback
     assert_error(rec, "engine_unavailable", retryable=True)
     assert "Docker engine unreachable" in rec.error.message
     assert "start one with `bash scripts/provision-docker.sh`" in rec.error.message
@@ -241,7 +241,8 @@ def test_cli_engine_unreachable_exits_3(mini_task, tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     patch = tmp_path / "p.diff"
     patch.write_bytes(MINI_PATCH)
-    result = CliRunner().invoke(app, ["score", str(mini_task), str(patch), "--json"])
+    result = CliRunner().invoke(app, ["score", str(mini_task), str(patch), "--json",
+                                      "--sandbox", "docker"])
     assert result.exit_code == 3
     rec = RewardRecord.model_validate_json(result.stdout)
     assert rec.status == "error" and rec.reward is None
@@ -335,3 +336,19 @@ def test_task_without_fail_to_pass_skipped_test_is_not_a_target(toolz_task, tool
     task = _fixed_task_without_reference(toolz_task, toolz_make_task, tmp_path / "task", [])
     rec = score(task, toolz_patches["comment_mentions_hidden"])
     assert_error(rec, "task_config", retryable=False)
+
+
+@pytest.mark.docker
+def test_file_that_crashes_the_checkers_is_the_patchs_failure(toolz_task, make_toolz_patch):
+    """Regression: a 200 KB chained expression overflows ruff's stack and CPython's compiler
+    recursion limit. That used to be an infra error (unscored: a patch could hide its own
+    failure from the trainer); it is the patch's failure of those steps: 0.0 each."""
+    deep = "x = " + "1+" * 100_000 + "1\n"
+    rec = score(toolz_task, make_toolz_patch({"toolz/deep.py": (None, deep)}))
+    assert rec.status == "scored" and rec.error is None
+    assert rec.components["compiled"] == 0.0
+    assert "RecursionError" in rec.evidence["compiled"].details["failures"]["toolz/deep.py"]
+    assert rec.components["static_analysis"] == 0.0
+    assert rec.evidence["static_analysis"].details["step_failed"] == (
+        "ruff failed on the patched files")
+    assert rec.reward == pytest.approx(-0.0005)  # fixes nothing, breaks nothing; 1 code line

@@ -77,7 +77,11 @@ def test_sabotaging_static_analysis_is_the_patch_failure_not_an_infra_error(tool
 
 
 def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, docker_ready):
-    # destructive patch + an atexit hook appending 70 MiB to the report file
+    # destructive patch + an atexit hook (obfuscated past the suspicious-code scan) appending
+    # 70 MiB to the report file: /proctor/out is a 64 MiB area, so the padding stops at "no
+    # space left" and the destructive changes earn what they earn (a negative reward), never
+    # an infra error or a stall
     rec = _score(toolz_task, "oversized_report_infra_error_stall_obfuscated")
-    assert rec.reward < -0.7 and rec.flags.tests_tampered
+    assert rec.status == "scored" and rec.reward < -0.1
+    assert rec.tests["hidden"].p2p_failed > 0 and rec.tests["public"].p2p_failed > 0
     assert rec.timing["total_s"] < 60

@@ -265,3 +265,23 @@ def test_gate_on_reward_breakdown():
     assert gate_verdict(r.total, r.components, []).gate == "PASS"
     r = compute_reward(PARTIAL, W)
     assert gate_verdict(r.total, r.components, []).gate == "FAIL"
+
+
+@pytest.mark.parametrize("total,components,blockers,gate,rule", [
+    (0.998, {"public_tests": 1.0}, [], "PASS", "score 99.8 >= 80"),
+    (0.70, {"public_tests": 1.0}, [], "WARN", "score 70 in 65 .. 80"),
+    (0.30, {"public_tests": 1.0}, [], "FAIL", "score 30 < 65"),
+    (0.95, {"mutation_score": 0.2}, [], "FAIL", "component mutation_score = 0.200 is below 0.40"),
+    (0.95, {"public_tests": 1.0}, ["secret in added lines: a.py:3 (AWS Access Key)"], "FAIL",
+     "hard blocker: secret in added lines: a.py:3 (AWS Access Key)"),
+    (None, {}, [], "FAIL", "no reward computed"),
+])
+def test_gate_names_the_rule_that_decided(total, components, blockers, gate, rule):
+    v = gate_verdict(total, components, blockers)
+    assert (v.gate, v.rule) == (gate, rule)
+
+
+def test_gate_hard_blocker_outranks_a_low_component():
+    v = gate_verdict(0.9, {"static_analysis": 0.1}, ["tripwire: public"])
+    assert v.rule == "hard blocker: tripwire: public"
+    assert v.blockers == ["tripwire: public", "component static_analysis = 0.100 is below 0.40"]

@@ -145,7 +145,17 @@ def test_scan_patch_skips_tests_and_deleted_and_classifies():
     assert penalty_indicator([]) == 0.0
 
 
-def test_deeply_nested_file_is_unscannable_not_a_crash():
-    src = "x = " + "+".join(["1"] * 50000) + "\n"
+def test_too_deep_to_compile_is_unparseable_not_a_crash():
+    src = "x = " + "+".join(["1"] * 100_000) + "\n"
+    (f,) = scan_source("pkg/mod.py", src)
+    assert f.kind == "unparseable" and SEVERITY[f.kind] == "info"
+
+
+def test_compiles_but_too_deep_to_scan_is_a_violation():
+    import sys
+
+    depth = sys.getrecursionlimit()  # deeper than the visitor's recursion, fine for CPython
+    src = "x = " + "-" * depth + "1\n"
+    compile(src, "m.py", "exec")
     (f,) = scan_source("pkg/mod.py", src)
     assert f.kind == "unscannable" and SEVERITY[f.kind] == "violation"

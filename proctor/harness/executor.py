@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from proctor.errors import ProctorError
+from proctor.harness.added_lines import added_lines
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.forbidden import ForbiddenRules
 from proctor.harness.integrity import (
@@ -40,20 +41,23 @@ from proctor.harness.suites_in_sandbox import (
 )
 from proctor.harness.tamper import inspect_patched_tree, pristine_text
 from proctor.harness.task import Task, load_task
-from proctor.harness.workspace import REPO, apply_patch, kill_user_processes
+from proctor.harness.workspace import REPO, apply_patch, kill_user_processes, place_bench_dir
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
 from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
 from proctor.rewards.weights import COMPONENTS
+from proctor.sandbox import cleanup
+from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
-from proctor.sandbox.engine import docker_client
-from proctor.sandbox.image import resolve_image
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
+from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
 from proctor.suites.pytest_runner import SuiteRun
+from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.snapshot import snapshot_changed_files
 from proctor.suites.static_analysis import run_static_analysis
+from proctor.suites.suppressions import find_suppressions
 from proctor.version import __version__
 
 #: Reward of an honest failure that changed nothing measurable (empty, unparseable, did not
@@ -74,13 +78,17 @@ class _Deadline:
 
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
           group_id: str | None = None, sample_index: int | None = None,
-          image: str | None = None, limits: Limits = Limits()) -> RewardRecord:
+          image: str | None = None, limits: Limits | None = None,
+          sandbox: str | None = None) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
         task: a loaded :class:`Task` or a task directory.
         patch: the unified diff (bytes as the agent produced them, or text).
         image: sandbox image tag; default is the image ``proctor image build`` made.
+        limits: sandbox limits; default: the task's ``[limits]``.
+        sandbox: backend name (``docker``, ``local``); default: ``$PROCTOR_SANDBOX``, else
+            Docker when an engine answers, else local.
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -89,6 +97,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         invalid or the infrastructure failed.
     """
     started = time.monotonic()
+    cleanup.at_start()  # first score of the process: remove sandboxes of dead owners
     data = patch.encode("utf-8") if isinstance(patch, str) else bytes(patch)
     screened = screen_patch(data)
     task_id = task.id if isinstance(task, Task) else Path(task).name
@@ -100,7 +109,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     try:
         task = task if isinstance(task, Task) else load_task(task)
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
-        _run_pipeline(rec, task, screened, data, image, limits)
+        _run_pipeline(rec, task, screened, data, image,
+                      limits or task.config.limits.to_limits(), sandbox)
     except ProctorError as exc:
         _error(rec, exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
@@ -117,7 +127,7 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 
 
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
-                  image: str | None, limits: Limits) -> None:
+                  image: str | None, limits: Limits, sandbox: str | None) -> None:
     deadline = _Deadline(task.config.timeouts.per_patch)
     timer = _phase_timer(rec)
 
@@ -135,36 +145,46 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
                               paths=list(verdict.paths))
+    with timer("added_lines_scan"):
+        blockers = _scan_added_lines(rec, screened.text)
     if verdict.violated:
-        return _violation(rec, [], task)
+        return _violation(rec, [], task, blockers)
 
     # 2. Baseline (cached per task + image + Proctor version).
     with timer("baseline"):
-        tag, image_id = resolve_image(docker_client(), image)
+        backend = choose_backend(sandbox)
+        check_required(backend, task.config.limits.required)
+        tag, image_id = resolve_env(backend, image)
         rec.env.image, rec.env.image_digest = tag, image_id
-        baseline = load_or_compute_baseline(task, image_id, baseline_runner(task, tag, limits))
-        shadowing = shadowing_reasons(summary, image_top_level_modules(tag, image_id, limits),
-                                      [p.name for p in task.repo.iterdir()])
+        baseline = load_or_compute_baseline(
+            task, image_id, baseline_runner(task, tag, limits, backend))
+        shadowing = shadowing_reasons(
+            summary, image_top_level_modules(backend, tag, image_id, limits),
+            [p.name for p in task.repo.iterdir()])
     if shadowing:  # a new top-level module named like one the image has installed
-        return _violation(rec, shadowing, task)
+        return _violation(rec, shadowing, task, blockers)
 
     # 3. Sandbox: fresh container, single-commit repo, git apply.
     timeouts = task.config.timeouts
-    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id) as sb:
+    ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
+    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id,
+                                             backend=backend, ttl_s=ttl) as sb:
         applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
                                          else 1, duration_s=round(applied.duration_s, 3),
                                          output=applied.output[-4000:])
         if not applied.applied:
-            return _honest_failure(rec, "did_not_apply", applied.output[-500:], task)
+            return _honest_failure(rec, "did_not_apply", applied.output[-500:], task,
+                                   blockers)
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
-            tamper = inspect_patched_tree(sb, task, REPO, summary, deadline.budget(STEP_TIMEOUT_S))
+            tamper = inspect_patched_tree(sb, task, REPO, summary,
+                                          deadline.budget(STEP_TIMEOUT_S))
         rec.evidence["tamper"] = Evidence(
             command="tree_report.py; tamper judges", duration_s=rec.timing["tamper_s"],
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
-            return _violation(rec, tamper.violations, task)
+            return _violation(rec, tamper.violations, task, blockers)
 
         # 4. Measure, each step under its own timeout.
         py_paths = _changed_python_files(summary)
@@ -182,25 +202,63 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         with timer("hidden_tests"):
             hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
         m.notes["mutation_score"] = "not measured (mutation testing is not enabled yet)"
-        m.notes["performance"] = "the task declares no benchmark"
+        with timer("performance"):
+            _measure_performance(rec, m, sb, task, deadline)
         with timer("static_analysis"):
             kill_user_processes(sb)
             if py_paths:
                 static = run_static_analysis(sb, snapshot, py_paths,
                                              deadline.budget(STEP_TIMEOUT_S))
-                m.static_analysis = static_score(len(static.new_errors))
+                m.static_analysis = 0.0 if static.step_failed else static_score(
+                    len(static.new_errors))
                 rec.evidence["static_analysis"] = static.evidence
             else:
                 m.notes["static_analysis"] = "no .py file changed"
 
     # 5. Reward: a pure function of the measurements.
-    _grade(rec, m, baseline, public, hidden, task)
+    _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
 
 
+def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
+    """Host-side scans of the added lines (no copy, nothing run): suppressions (a flag) and
+    secrets (a flag and a hard blocker of the gate). Returns the gate blockers."""
+    lines = added_lines(text)
+    suppressions, secrets = find_suppressions(lines), find_secrets(lines)
+    rec.flags.suppressions_added = bool(suppressions)
+    rec.flags.secret_in_patch = bool(secrets)
+    if suppressions:
+        rec.evidence["suppressions"] = Evidence(
+            command="scan of added lines", details={"suppressions": suppressions})
+    if not secrets:
+        return []
+    rec.evidence["secrets"] = Evidence(command="detect-secrets + keyword rule on added lines",
+                                       details={"secrets": secrets})
+    where = ", ".join(f"{s['path']}:{s['line']} ({s['type']})" for s in secrets[:3])
+    return [f"secret in added lines: {where}"]
+
+
+def _measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
+                         deadline: _Deadline) -> None:
+    """The ``performance`` component: the task's benchmark, or null when it declares none."""
+    cfg = task.config.benchmark
+    if cfg is None:
+        m.notes["performance"] = "the task declares no benchmark"
+        return
+    kill_user_processes(sb)
+    bench_dir = place_bench_dir(sb, task)
+    result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir,
+                           timeout=deadline.budget(cfg.timeout_s))
+    m.performance = result.score
+    m.notes["performance"] = result.note
+    rec.evidence["performance"] = result.evidence
+    if result.degraded:
+        rec.flags.degraded = True
+
+
 def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,
-           hidden: SuiteRun, task: Task) -> None:
+           hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
     for run in (public, hidden):
         m.suites[run.suite] = grade_run(baseline.suites[run.suite], run.outcomes)
         rec.evidence[f"{run.suite}_tests"] = Evidence(
@@ -209,14 +267,14 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
             details={"collected": run.collected, "session_finished": run.session_finished,
                      "timed_out": run.timed_out, "collection_errors": run.collection_errors,
                      "tampered": run.tampered, "tripwire": run.tripwire})
-    breakdown = compute_reward(m, task.config.weights)
+    breakdown = compute_reward(m, task.config.effective_weights())
     rec.measurements, rec.tests = m, m.suites
     rec.reward, rec.components = breakdown.total, breakdown.components
     rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
-    blockers = []
+    blockers = list(blockers)
     trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
         rec.flags.tripwire, rec.reason = True, "tripwire"
@@ -237,10 +295,11 @@ def _unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: T
     rec.reward, rec.reason = reward, reason
     rec.components = {name: None for name in COMPONENTS}
     rec.component_notes = {name: why for name in COMPONENTS}
-    rec.weights = task.config.weights.as_dict()
+    rec.weights = task.config.effective_weights().as_dict()
 
 
-def _violation(rec: RewardRecord, reasons: list[str], task: Task) -> None:
+def _violation(rec: RewardRecord, reasons: list[str], task: Task,
+               blockers: list[str] = ()) -> None:
     """Integrity violation (reward -1.0); ``reasons`` found after the integrity phase (post-
     apply tree check, shadowing, suspicious code) are added to ``rec.integrity``."""
     rec.integrity.violated = True
@@ -250,13 +309,14 @@ def _violation(rec: RewardRecord, reasons: list[str], task: Task) -> None:
     _unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
                 "not measured: integrity violation", task)
     rec.flags.exclude_from_advantage = True
-    rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation"])
+    rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation", *blockers])
 
 
-def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task) -> None:
+def _honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
+                    blockers: list[str] = ()) -> None:
     _unmeasured(rec, HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
     rec.component_notes["reason"] = message
-    rec.verdict = gate_verdict(rec.reward, {}, [])
+    rec.verdict = gate_verdict(rec.reward, {}, list(blockers))
 
 
 def _phase_timer(rec: RewardRecord):

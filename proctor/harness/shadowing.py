@@ -36,17 +36,18 @@ _LIST_SCRIPT = (
 )
 
 
-def image_top_level_modules(image: str, image_id: str,
+def image_top_level_modules(backend: str, image: str, image_id: str,
                             limits: Limits = Limits()) -> frozenset[str]:
-    """Top-level module names importable by the image's harness interpreter (cached per
-    ``image_id``). Falls back to :data:`TOOLING_MODULES` when the container fails."""
+    """Top-level module names importable by the harness interpreter of ``image`` (the
+    environment :func:`proctor.sandbox.backends.resolve_env` gave for ``backend``), cached
+    per ``image_id``. Falls back to :data:`TOOLING_MODULES` when the sandbox fails."""
     path = cache_dir() / "image-modules" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', image_id)}.json"
     if path.is_file():
         return frozenset(json.loads(path.read_text()))
-    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.sandbox.backends import open_sandbox
 
     try:
-        with DockerSandbox(image, limits=limits) as sb:
+        with open_sandbox(backend, image, limits) as sb:
             res = sb.run([PYTHON, "-I", "-c", _LIST_SCRIPT], timeout=60)
         names = json.loads(res.output) if res.ok else None
     except (InfraError, ValueError):

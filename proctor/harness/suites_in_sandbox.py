@@ -16,16 +16,18 @@ from proctor.harness.workspace import (
     prepare_repo,
     restore_public_tests,
 )
-from proctor.sandbox.base import Limits
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox.backends import open_sandbox
+from proctor.sandbox.base import Limits, Sandbox
 from proctor.suites.pytest_runner import SuiteRun, install_harness, run_suite
 
 
 def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
-                      run_id: str | None = None) -> DockerSandbox:
-    """A fresh container holding the repo as a single-commit git repo and the harness files.
-    The caller closes it (use ``with``)."""
-    sb = DockerSandbox(image, limits=limits, run_id=run_id)
+                      run_id: str | None = None, *, backend: str = "docker",
+                      ttl_s: float = 3600.0) -> Sandbox:
+    """A fresh sandbox of ``backend`` (from ``image``: the environment
+    :func:`proctor.sandbox.backends.resolve_env` gave) holding the repo as a single-commit
+    git repo and the harness files. The caller closes it (use ``with``)."""
+    sb = open_sandbox(backend, image, limits, run_id, ttl_s)
     try:
         prepare_repo(sb, task)
         install_harness(sb)
@@ -35,14 +37,14 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
     return sb
 
 
-def run_public(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
+def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo)."""
     restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
 
 
-def run_hidden(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
+def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
     """Kill what the earlier steps left running, copy the hidden tests in now (read-only, to
     an unpredictable dir) and run them there."""
     kill_user_processes(sb)
@@ -51,7 +53,7 @@ def run_hidden(sb: DockerSandbox, task: Task, timeout: float) -> SuiteRun:
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
 
 
-def baseline_runner(task: Task, image: str, limits: Limits = Limits()):
+def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
     """``run_suites(patch, runs)`` for :func:`proctor.suites.baseline.load_or_compute_baseline`:
     one fresh sandbox per patch state, every suite run ``runs`` times in it.
 
@@ -61,7 +63,7 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits()):
 
     def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
         out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
-        with open_task_sandbox(task, image, limits) as sb:
+        with open_task_sandbox(task, image, limits, backend=backend) as sb:
             if patch is not None:
                 applied = apply_patch(sb, patch)
                 if not applied.applied:

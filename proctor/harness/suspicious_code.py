@@ -43,9 +43,10 @@ is only reported.
     call_counter       penalty    a counter bumped by a constant on each call (``n += 1``,
                                   ``next(itertools.count())``) that a branch or an index
                                   of the same function reads: a different answer per call
-    unscannable        violation  the file parses but is nested too deeply to scan
-                                  (RecursionError): the scan cannot vouch for it
-    unparseable        info       the patched file does not parse (compiled already scores it)
+    unscannable        violation  CPython compiles the file but it is nested too deeply for
+                                  the scan (RecursionError): the scan cannot vouch for it
+    unparseable        info       the patched file does not parse or compile (it cannot be
+                                  imported; ``compiled`` already scores it)
 """
 
 from __future__ import annotations
@@ -145,20 +146,36 @@ def scan_patch(after: dict[str, str | None], added_lines: dict[str, list[int] | 
 
 
 def scan_source(path: str, text: str, added: set[int] | None = None) -> list[Finding]:
-    """Findings in one file's source; ``added``: lines that count (None: all). Never raises."""
+    """Findings in one file's source; ``added``: lines that count (None: all). Never raises.
+
+    A file that does not parse, or is nested too deeply for CPython to compile, is
+    ``unparseable`` (info: it cannot be imported; ``compiled`` scores it). One CPython
+    compiles but the scan's recursion cannot walk is ``unscannable`` (a violation: it could
+    hide anything). ``compile`` only builds bytecode on the host; nothing is executed.
+    """
+    try:
+        return _scan_source(path, text, added)
+    except (RecursionError, MemoryError) as exc:
+        return [_too_deep(path, text, exc)]
+
+
+def _too_deep(path: str, text: str, exc: BaseException) -> Finding:
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        return Finding("unparseable", path, 0, f"{type(err).__name__}: too deeply nested")
+    return Finding("unscannable", path, 0, f"{type(exc).__name__}: compiles but too deeply "
+                   "nested to scan")
+
+
+def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError) as exc:
         return [Finding("unparseable", path, getattr(exc, "lineno", 0) or 0,
                         f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}")]
-    except (RecursionError, MemoryError) as exc:
-        return [Finding("unscannable", path, 0, f"{type(exc).__name__} while parsing")]
-    scanner = _Scanner(path, added, {})
-    try:
-        scanner.aliases = _aliases(tree)
-        scanner.visit(tree)
-    except (RecursionError, MemoryError) as exc:
-        return [Finding("unscannable", path, 0, f"{type(exc).__name__} while scanning")]
+    scanner = _Scanner(path, added, _aliases(tree))
+    scanner.visit(tree)
     seen: dict[tuple[str, int], Finding] = {}
     for f in scanner.found:  # one per (kind, line); a named call beats a bare ``.attr``
         kept = seen.get((f.kind, f.line))

@@ -228,17 +228,18 @@ def _param_cases(decos: list[ast.expr]) -> dict[str, int | str]:
 
 def compare_test_module(path: str, before: str, after: str | None) -> list[Finding]:
     """Findings for one pristine test module (``after`` None: deleted or renamed away).
-    Never raises: a module nested too deeply to compare is reported as ``unparseable``."""
+    Never raises: a patched file too deeply nested to analyse is reported as
+    ``unparseable``."""
     try:
         return _compare_test_module(path, before, after)
     except (RecursionError, MemoryError) as exc:
-        return [Finding("unparseable", path, 0, f"{type(exc).__name__}: too deep to compare")]
+        return [Finding("unparseable", path, 0, f"{type(exc).__name__}: too deeply nested")]
 
 
 def _compare_test_module(path: str, before: str, after: str | None) -> list[Finding]:
     try:
         old = ast.parse(before)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return []  # the pristine file itself does not parse: nothing to compare with
     old_tests = _collect_tests(old)
     if after is None:
@@ -247,8 +248,9 @@ def _compare_test_module(path: str, before: str, after: str | None) -> list[Find
             else []
     try:
         new = ast.parse(after)
-    except SyntaxError as exc:
-        return [Finding("unparseable", path, exc.lineno or 0, f"SyntaxError: {exc.msg}")]
+    except (SyntaxError, ValueError) as exc:
+        return [Finding("unparseable", path, getattr(exc, "lineno", 0) or 0,
+                        f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}")]
     new_tests = _collect_tests(new)
     out: list[Finding] = []
     for name, ot in old_tests.items():

@@ -20,11 +20,32 @@ Example ``task.toml``::
     per_suite = 300
     per_patch = 900
 
+    [limits]      # per sandbox; the defaults (README "Sandbox defaults") are safe
+    memory_mib = 2048        # everything in the sandbox, swap off
+    cpus = 1.0
+    pids = 512
+    disk_mib = 1024          # the writable work area /work (holds the repo)
+    tmp_mib = 512            # /tmp
+    file_size_mib = 256      # largest single file
+    output_kib = 256         # output kept per command
+    cpu_seconds = 0          # per process; 0 = none
+    required = []            # limits a backend must enforce to run this task ("memory", ...)
+
     [weights]     # overrides of the defaults in proctor.rewards.weights
     hidden_tests = 0.35
 
     [baseline]
     runs = 3
+
+    [benchmark]   # optional: the `performance` component (see proctor.suites.benchmark)
+    command = ["{python}", "{bench}/bench_getter.py"]   # argv; {python} {repo} {bench}
+    dir = "bench"          # task-dir folder copied in read-only at a random path ({bench})
+    metric = "wall_s"      # wall_s | max_rss_mib (harness-measured) | a NAME printed NAME=VALUE
+    target = 0.5           # lower is better; must be > 0
+    tolerance = 1.0        # score falls linearly to 0 at target * (1 + tolerance)
+    weight = 0.10          # the other weights are scaled to sum to 1 - weight
+    timeout_s = 60
+    repeat = 3             # the median is scored
 """
 
 from __future__ import annotations
@@ -38,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from proctor.errors import TaskConfigError
 from proctor.rewards.weights import Weights
+from proctor.sandbox.base import Limits
 
 TASK_FILE = "task.toml"
 
@@ -72,10 +94,68 @@ class Timeouts(BaseModel):
     per_patch: float = Field(900.0, gt=0)
 
 
+LIMIT_NAMES = ("memory", "pids", "disk", "file_size")
+
+
+class LimitsConfig(BaseModel):
+    """Sandbox limits of the task (units in the field names). See :class:`Limits`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mib: int = Field(2048, ge=64)
+    cpus: float = Field(1.0, gt=0, le=64)
+    pids: int = Field(512, ge=16)
+    disk_mib: int = Field(1024, ge=16)
+    tmp_mib: int = Field(512, ge=16)
+    file_size_mib: int = Field(256, ge=1)
+    output_kib: int = Field(256, ge=1)
+    cpu_seconds: int = Field(0, ge=0)
+    required: list[str] = []
+
+    @field_validator("required")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in LIMIT_NAMES]
+        if bad:
+            raise ValueError(f"unknown limit {bad[0]!r}; known: {', '.join(LIMIT_NAMES)}")
+        return v
+
+    def to_limits(self) -> Limits:
+        """The :class:`~proctor.sandbox.base.Limits` (bytes) these settings describe."""
+        mib = 1024**2
+        return Limits(memory_bytes=self.memory_mib * mib, cpus=self.cpus, pids=self.pids,
+                      output_cap=self.output_kib * 1024, disk_bytes=self.disk_mib * mib,
+                      tmp_bytes=self.tmp_mib * mib, file_size_bytes=self.file_size_mib * mib,
+                      cpu_seconds=self.cpu_seconds)
+
+
 class BaselineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     runs: int = Field(3, ge=1, le=20)
+
+
+class BenchmarkConfig(BaseModel):
+    """A task's benchmark: the ``performance`` component (issue 3, DESIGN section 3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+    dir: str | None = None
+    metric: str = Field("wall_s", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    target: float
+    tolerance: float = Field(1.0, ge=0)
+    weight: float = Field(0.10, ge=0, le=1)
+    timeout_s: float = Field(60.0, gt=0)
+    repeat: int = Field(1, ge=1, le=20)
+
+    @field_validator("target")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0:  # also rejects NaN
+            raise ValueError(f"target must be > 0 (a non-positive target is a configuration "
+                             f"error), got {v}")
+        return v
 
 
 class TaskConfig(BaseModel):
@@ -91,6 +171,20 @@ class TaskConfig(BaseModel):
     timeouts: Timeouts = Timeouts()
     weights: Weights = Weights()
     baseline: BaselineConfig = BaselineConfig()
+    benchmark: BenchmarkConfig | None = None
+
+    def effective_weights(self) -> Weights:
+        """The weights the reward uses. With a benchmark, ``performance`` gets its weight
+        and the other weights are scaled to sum to ``1 - weight`` (so a perfect patch still
+        scores 1.0 minus the diff cost); without one, :attr:`weights` as given."""
+        if self.benchmark is None:
+            return self.weights
+        w = self.weights.as_dict()
+        others = {k: v for k, v in w.items() if k != "performance"}
+        scale = (1.0 - self.benchmark.weight) / (sum(others.values()) or 1.0)
+        return Weights(**{k: v * scale for k, v in others.items()},
+                       performance=self.benchmark.weight)
+    limits: LimitsConfig = LimitsConfig()
 
     @field_validator("sources")
     @classmethod
@@ -122,6 +216,12 @@ class Task(BaseModel):
     def reference_patch(self) -> Path | None:
         p = self.root / "reference.patch"
         return p if p.is_file() else None
+
+    @property
+    def bench_dir(self) -> Path | None:
+        """The benchmark's folder on the host, or None."""
+        b = self.config.benchmark
+        return self.root / b.dir if b is not None and b.dir is not None else None
 
     @cached_property
     def hidden_files(self) -> list[str]:
@@ -182,6 +282,16 @@ def load_task(path: str | Path) -> Task:
         )
     if not task.hidden_files:
         raise TaskConfigError(f"{toml_path}: field 'tests.hidden_dir': {task.hidden} is empty")
+    for rel in config.sources:
+        if not (task.repo / rel).exists():
+            raise TaskConfigError(
+                f"{toml_path}: field 'sources': {rel!r} matches no file in repo/"
+            )
+    bench = config.benchmark
+    if bench is not None and bench.dir is not None and not (root / bench.dir).is_dir():
+        raise TaskConfigError(
+            f"{toml_path}: field 'benchmark.dir': directory {root / bench.dir} not found"
+        )
     for rel in config.tests.public:
         if not (task.repo / rel).exists():
             raise TaskConfigError(

@@ -88,6 +88,16 @@ def place_hidden_tests(sb: Sandbox, task: Task) -> str:
     return root
 
 
+def place_bench_dir(sb: Sandbox, task: Task) -> str | None:
+    """Copy the task's benchmark folder (if any), root-owned and read-only, to a fresh
+    unpredictable directory; returns it, or None when the task has none."""
+    if task.bench_dir is None:
+        return None
+    root = f"/proctor/b-{secrets.token_hex(8)}"
+    sb.put_tree(root, task.bench_dir, read_only=True)
+    return root
+
+
 def kill_user_processes(sb: Sandbox, timeout: float = 10) -> None:
     """SIGKILL every process of the sandbox user (``kill -9 -1`` spares only the caller and
     PID 1), so nothing the code under test started in one step reaches the next."""

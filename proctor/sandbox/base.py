@@ -2,8 +2,13 @@
 
 A sandbox is one throw-away environment for one patch: run commands (argv, env, cwd,
 timeout), put and get files, close. ``close`` removes everything, on every path out.
-Backends register by name (``docker``; ``local`` bubblewrap later) and pass the same
-conformance suite.
+Backends register by name (``docker``, ``local`` = bubblewrap) and pass the same conformance
+suite (``tests/test_sandbox_conformance.py``).
+
+Every backend shows the same file-system layout to the commands it runs: the tools'
+interpreter at ``/opt/proctor/venv/bin/python``, the repo under ``/work``, harness files
+under ``/proctor`` (root-owned where the harness asks), ``/proctor/out`` and ``/proctor/in``
+writable by the sandbox user, a private ``/tmp`` and ``HOME``. Everything else is read-only.
 """
 
 from __future__ import annotations
@@ -42,14 +47,33 @@ class ExecResult:
         return " ".join(self.argv)
 
 
+MiB = 1024**2
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandbox: memory in bytes (swap off), CPUs, process count."""
+    """Resource limits of one sandbox (the defaults are the README's "safe defaults").
 
-    memory_bytes: int = 2 * 1024**3
+    - ``memory_bytes``: memory of everything in the sandbox, swap off (Docker: cgroup; local:
+      per-process address space, see the bubblewrap backend).
+    - ``cpus``: CPU share (Docker only).
+    - ``pids``: processes + threads (Docker: pids cgroup; local: RLIMIT_NPROC in its own user
+      namespace).
+    - ``output_cap``: bytes of output kept per command; the rest is dropped with a marker.
+    - ``disk_bytes``: size of the writable work area ``/work`` (holds the repo).
+    - ``tmp_bytes``: size of ``/tmp``; ``HOME`` and ``/proctor`` get fixed small areas.
+    - ``file_size_bytes``: largest file any process may write (RLIMIT_FSIZE).
+    - ``cpu_seconds``: CPU time of one process (RLIMIT_CPU); 0 means no limit.
+    """
+
+    memory_bytes: int = 2048 * MiB
     cpus: float = 1.0
     pids: int = 512
     output_cap: int = DEFAULT_OUTPUT_CAP
+    disk_bytes: int = 1024 * MiB
+    tmp_bytes: int = 512 * MiB
+    file_size_bytes: int = 256 * MiB
+    cpu_seconds: int = 0
 
 
 class Sandbox(ABC):
@@ -71,8 +95,13 @@ class Sandbox(ABC):
     @abstractmethod
     def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
         """Extract an uncompressed tar into ``dest_dir``; a missing ``dest_dir`` is created by
-        the sandbox user, or by root when ``as_root`` (then the user cannot rename or replace
-        what is inside)."""
+        the sandbox user, or by root when ``as_root``: then root owns everything extracted,
+        every write bit is removed (files 0444, directories 0555), and the user cannot
+        rename or replace what is inside.
+
+        Raises:
+            InfraError: the extraction failed.
+        """
 
     @abstractmethod
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
@@ -81,6 +110,22 @@ class Sandbox(ABC):
     @abstractmethod
     def close(self) -> None:
         """Stop and remove everything the sandbox holds."""
+
+    @abstractmethod
+    def leftovers(self) -> list[str]:
+        """What of this sandbox still exists on the host (container ids, directories,
+        process ids); ``[]`` after ``close``. For tests and the soak benchmark."""
+
+    @property
+    def unenforced(self) -> dict[str, str]:
+        """limit name (``memory``, ``pids``, ``disk``, ``file_size``) -> why this sandbox
+        cannot enforce it. Empty when every limit holds."""
+        return self.unenforced_here()
+
+    @classmethod
+    def unenforced_here(cls) -> dict[str, str]:
+        """Like :attr:`unenforced`, for any sandbox of this backend on this host."""
+        return {}
 
     def put_files(self, dest_dir: str, files: dict[str, bytes], *,
                   read_only: bool = False) -> None:
@@ -107,8 +152,8 @@ def _owner(info: tarfile.TarInfo, read_only: bool) -> tarfile.TarInfo:
     info.uid = info.gid = 0 if read_only else SANDBOX_UID
     info.uname = info.gname = ""
     info.mtime = 0
-    if read_only:
-        info.mode = 0o555 if info.isdir() else 0o444
+    if read_only:  # writable while extracting; the backend then removes every write bit
+        info.mode = 0o755 if info.isdir() else 0o644
     return info
 
 
@@ -143,6 +188,9 @@ def tar_of_tree(root: Path, only: list[str] | None = None, read_only: bool = Fal
     return buf.getvalue()
 
 
+#: name -> backend class. Each class is built as ``cls(env, limits=..., run_id=...,
+#: ttl_s=...)`` where ``env`` is what :func:`proctor.sandbox.backends.resolve_env` returns
+#: for that backend (Docker: an image tag; local: the tools' venv directory).
 BACKENDS: dict[str, Callable[..., Sandbox]] = {}
 
 

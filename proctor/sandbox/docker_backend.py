@@ -1,25 +1,40 @@
 """Docker sandbox backend (docker-py): one fresh, locked-down container per patch.
 
-The container runs ``sleep infinity`` as user 1000 with ``network_mode=none``, memory
-(swap off), CPU and pids limits, ``no-new-privileges`` and all capabilities dropped, and
-labels naming Proctor and the run. Commands run through ``docker exec`` under an in-container
-``timeout -k`` plus a host watchdog that kills the container if even that fails.
-``close`` force-removes the container; the executor calls it on every path out.
+The container's own processes (an init that reaps zombies: the engine's ``--init`` when it has
+one, else a tiny Python reaper as PID 1; and ``sleep infinity``) run as root without any
+capability; every command runs as user 1000 unless the harness asks for root. The container
+has:
+
+- a read-only root file system; the writable places are sized tmpfs mounts (``WRITABLE``):
+  ``/work`` (the repo, ``Limits.disk_bytes``), ``/tmp`` (``Limits.tmp_bytes``), ``HOME``,
+  ``/proctor`` (root-owned: harness files, hidden tests), ``/proctor/out``, ``/proctor/in``
+  and ``/proctor-snapshot``. tmpfs pages also count against the memory limit;
+- ``network_mode=none``, memory (swap off), CPU and pids limits, RLIMIT_FSIZE and RLIMIT_CPU,
+  ``no-new-privileges``, all capabilities dropped;
+- labels naming Proctor, the run, the owner (host, pid, pid start time) and an expiry time
+  (unix seconds), so :mod:`proctor.sandbox.cleanup` can remove what a crashed harness left.
+
+Commands run through ``docker exec`` under an in-container ``timeout -k`` plus a host
+watchdog that kills the container if even that fails. Files go in and out through ``tar``
+and ``cat`` inside the container (``docker cp`` cannot see tmpfs mounts). ``close``
+force-removes the container; the executor calls it on every path out.
 """
 
 from __future__ import annotations
 
-import io
-import os
-import tarfile
+import shlex
+import socket
 import threading
 import time
 import uuid
 
 from docker.errors import APIError, DockerException, NotFound
+from docker.types import Ulimit
+from docker.utils.socket import frames_iter
 from requests.exceptions import RequestException
 
 from proctor.errors import InfraError
+from proctor.sandbox import cleanup
 from proctor.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ExecResult,
@@ -29,22 +44,51 @@ from proctor.sandbox.base import (
 )
 from proctor.sandbox.engine import docker_client
 
-LABEL = "org.proctor"
+LABEL = cleanup.LABEL
 #: Seconds between the in-container TERM and KILL, and extra host watchdog slack.
 KILL_AFTER_S = 3
 WATCHDOG_SLACK_S = 10
+HOME = "/home/agent"
+SANDBOX_USER = "1000:1000"
 SANDBOX_ENV = {
-    "HOME": "/home/agent",
+    "HOME": HOME,
     "PATH": "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0",
 }
+MiB = 1024**2
+#: PID 1 when the engine has no ``docker-init``: reaps every orphan, exits on TERM.
+PY_REAPER = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: os._exit(0))\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.waitpid(-1, 0)\n"
+    "    except ChildProcessError:\n"
+    "        time.sleep(0.5)\n"
+)
+_NO_INIT: set[int] = set()  # id() of clients whose engine refused --init
+
+
+def writable_mounts(limits: Limits) -> dict[str, str]:
+    """tmpfs mount point -> mount options (sizes in bytes) for ``limits``."""
+    user = "uid=1000,gid=1000,mode=0755"
+    return {
+        "/work": f"size={limits.disk_bytes},{user}",
+        "/tmp": f"size={limits.tmp_bytes},mode=1777",
+        HOME: f"size={64 * MiB},{user}",
+        "/proctor": f"size={64 * MiB},mode=0755",
+        "/proctor/out": f"size={64 * MiB},{user}",
+        "/proctor/in": f"size={16 * MiB},{user}",
+        "/proctor-snapshot": f"size={64 * MiB},mode=0755",
+    }
 
 
 @register("docker")
 class DockerSandbox(Sandbox):
-    """A container from ``image`` (tag or id).
+    """A container from ``image`` (tag or id); ``ttl_s`` sets the expiry label (seconds from
+    now) after which ``proctor cleanup`` may remove it even if its owner still runs.
 
     Raises (from the constructor):
         EngineUnavailable: no engine answers.
@@ -52,43 +96,63 @@ class DockerSandbox(Sandbox):
     """
 
     def __init__(self, image: str, *, limits: Limits = Limits(), run_id: str | None = None,
-                 client=None) -> None:
+                 ttl_s: float = 3600.0, client=None) -> None:
         self.limits = limits
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self._client = client or docker_client()
         self._container = None
+        cleanup.track(self)
         try:
-            self._container = self._client.containers.create(
-                image,
-                command=["sleep", "infinity"],
-                user="1000:1000",
-                working_dir="/work",
-                environment=SANDBOX_ENV,
-                network_mode="none",
-                mem_limit=limits.memory_bytes,
-                memswap_limit=limits.memory_bytes,
-                nano_cpus=int(limits.cpus * 1e9),
-                pids_limit=limits.pids,
-                security_opt=["no-new-privileges"],
-                cap_drop=["ALL"],
-                labels={
-                    LABEL: "1",
-                    f"{LABEL}.run": self.run_id,
-                    f"{LABEL}.owner_pid": str(os.getpid()),
-                },
-                detach=True,
-            )
-            self._container.start()
+            self._container = self._create(image, ttl_s)
             self.image_id = self._container.image.id
         except (DockerException, RequestException) as exc:
             self.close()
             raise InfraError(f"cannot start sandbox container from {image}: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _create(self, image: str, ttl_s: float):
+        lim = self.limits
+        ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes)]
+        if lim.cpu_seconds:
+            ulimits.append(Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 5))
+        kwargs = dict(
+            user="0:0", working_dir="/work", environment=SANDBOX_ENV,
+            network_mode="none", read_only=True, tmpfs=writable_mounts(lim),
+            mem_limit=lim.memory_bytes, memswap_limit=lim.memory_bytes,
+            nano_cpus=int(lim.cpus * 1e9), pids_limit=lim.pids, ulimits=ulimits,
+            security_opt=["no-new-privileges"], cap_drop=["ALL"],
+            labels=cleanup.labels(self.run_id, ttl_s), detach=True,
+        )
+        if id(self._client) not in _NO_INIT:
+            container = self._client.containers.create(
+                image, command=["sleep", "infinity"], init=True, **kwargs)
+            try:
+                container.start()
+                return container
+            except APIError as exc:
+                container.remove(force=True)
+                if "init" not in str(exc).lower():
+                    raise
+                _NO_INIT.add(id(self._client))
+        container = self._client.containers.create(
+            image, command=["python3", "-c", PY_REAPER], **kwargs)
+        self._container = container
+        container.start()
+        return container
 
     @property
     def container_id(self) -> str | None:
         return self._container.id if self._container is not None else None
 
+    def _alive(self):
+        if self._container is None:
+            raise InfraError("sandbox is closed")
+        return self._container
+
     def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
+        container = self._alive()
         full = ["timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}", *argv]
         api = self._client.api
         start = time.monotonic()
@@ -97,15 +161,15 @@ class DockerSandbox(Sandbox):
         def watchdog() -> None:
             killed.set()
             try:
-                self._container.kill()
+                container.kill()
             except DockerException:
                 pass
 
         timer = threading.Timer(timeout + KILL_AFTER_S + WATCHDOG_SLACK_S, watchdog)
         try:
             exec_id = api.exec_create(
-                self._container.id, full, environment=env or {}, workdir=cwd,
-                user=user or "", stdout=True, stderr=True,
+                container.id, full, environment=env or {}, workdir=cwd,
+                user=user or SANDBOX_USER, stdout=True, stderr=True,
             )["Id"]
             timer.start()
             chunks, kept, dropped = [], 0, 0
@@ -129,45 +193,82 @@ class DockerSandbox(Sandbox):
         if dropped:
             output += f"\n[proctor: output truncated, {dropped} more bytes dropped]\n"
         timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5
+        if timed_out:  # children that left timeout's process group die too
+            self._kill_all()
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
 
-    def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
+    def _kill_all(self) -> None:
+        """SIGKILL every process of the sandbox user (the init and ``sleep`` run as root,
+        without capabilities, so the user can neither signal them nor be them)."""
         try:
-            try:
-                self._container.put_archive(dest_dir, tar_bytes)
-                return
-            except NotFound:  # make the directory (as the right user), then retry
-                pass
-            mkdir = self.run(["mkdir", "-p", dest_dir], timeout=10,
-                             user="0:0" if as_root else None)
-            if not mkdir.ok or not self._container.put_archive(dest_dir, tar_bytes):
-                raise InfraError(f"cannot copy files to {dest_dir}: {mkdir.output[-500:]}")
-        except (DockerException, RequestException) as exc:
+            self._alive().exec_run(["sh", "-c", "kill -9 -1 2>/dev/null; true"],
+                                   user=SANDBOX_USER)
+        except (DockerException, RequestException):
+            pass
+
+    def _exec_io(self, argv: list[str], stdin: bytes | None, user: str,
+                 max_out: int) -> tuple[int | None, bytes, bytes]:
+        """Run ``argv`` with ``stdin`` fed and closed; (exit code, stdout up to ``max_out``
+        bytes + 1, stderr tail)."""
+        api = self._client.api
+        exec_id = api.exec_create(self._alive().id, argv, stdin=stdin is not None, user=user,
+                                  stdout=True, stderr=True)["Id"]
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        out, err = bytearray(), bytearray()
+        try:
+            raw.settimeout(120)
+            if stdin is not None:
+                try:
+                    raw.sendall(stdin)
+                    raw.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass  # the command ended early; its exit code says why
+            for stream, data in frames_iter(raw, tty=False):
+                if stream == 1 and len(out) <= max_out:
+                    out += data[: max_out + 1 - len(out)]
+                elif stream == 2:
+                    err = (err + data)[-4000:]
+        finally:
+            sock.close()
+        return api.exec_inspect(exec_id)["ExitCode"], bytes(out), bytes(err)
+
+    def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
+        d = shlex.quote(dest_dir)
+        script = f"mkdir -p {d} && tar -x --no-same-permissions -C {d} -f -"
+        if as_root:  # root owns what it extracts; then nobody may write (0444 / 0555)
+            script = (f"umask 022 && mkdir -p {d} && tar -x --no-same-permissions "
+                      f"--no-overwrite-dir -C {d} -f - && chmod -R a-w {d}")
+        try:
+            code, _, err = self._exec_io(["sh", "-c", script], tar_bytes,
+                                         "0:0" if as_root else SANDBOX_USER, 0)
+        except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"cannot copy files into the sandbox: {exc}") from None
+        if code != 0:
+            raise InfraError(f"cannot copy files to {dest_dir}: "
+                             f"{err.decode(errors='replace')[-500:]}")
 
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
         """Contents of one file, or None when it does not exist or is over ``max_bytes``
         (a file the code under test can write is its own business, never a harness error)."""
-        size = self.run(["stat", "-c", "%s", path], timeout=10)
-        if not size.ok or not size.output.strip().isdigit():
-            return None
-        if int(size.output.strip()) > max_bytes:
-            return None
         try:
-            stream, _ = self._container.get_archive(path)
-            data = b"".join(stream)
-        except NotFound:
-            return None
-        except (DockerException, RequestException) as exc:
+            code, data, _ = self._exec_io(
+                ["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path], None, "0:0",
+                max_bytes)
+        except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"cannot read {path} from the sandbox: {exc}") from None
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return None
-            return tar.extractfile(member).read()
+        if code != 0 or len(data) > max_bytes:
+            return None
+        return data
+
+    def leftovers(self) -> list[str]:
+        found = self._client.containers.list(
+            all=True, filters={"label": f"{LABEL}.run={self.run_id}"})
+        return [c.id for c in found]
 
     def close(self) -> None:
         container, self._container = self._container, None
+        cleanup.untrack(self)
         if container is None:
             return
         try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from proctor.errors import TaskConfigError
+from proctor.harness.file_lock import file_lock
 from proctor.harness.task import Task
 from proctor.record import SuiteTests
 from proctor.version import __version__
@@ -133,6 +134,16 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
     path = cache_dir() / "baselines" / f"{key}.json"
     if path.is_file() and not refresh:
         return Baseline.model_validate_json(path.read_text())
+    # One computation per key at a time, across threads and processes: whoever waited on
+    # the lock finds the file the holder wrote.
+    with file_lock(path.with_suffix(".lock")):
+        if path.is_file() and not refresh:
+            return Baseline.model_validate_json(path.read_text())
+        return _compute_baseline(task, image_id, key, path, run_suites)
+
+
+def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
+                      run_suites: RunSuites) -> Baseline:
     runs = task.config.baseline.runs
     base = run_suites(None, runs)
     ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None

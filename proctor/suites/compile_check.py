@@ -14,11 +14,20 @@ def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
                    ) -> tuple[float, Evidence]:
     """Return (1.0 if every file compiles else 0.0, evidence listing the failures).
 
+    A check that times out or is killed by a signal (a pathological file: memory, recursion)
+    fails the step: 0.0, with the reason in ``evidence.details["step_failed"]``.
+
     Raises:
-        InfraError: the checker printed no result (a harness problem).
+        InfraError: the checker exited normally but printed no result (a harness problem).
     """
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", *paths],
                  timeout=timeout, cwd=repo)
+    if res.timed_out or res.exit_code >= 128:
+        why = (f"timed out after {timeout:g} s" if res.timed_out
+               else f"killed by signal {res.exit_code - 128}")
+        return 0.0, Evidence(command=res.command, exit_code=res.exit_code,
+                             duration_s=round(res.duration_s, 3), output=res.output[-2000:],
+                             details={"step_failed": why, "failures": {}})
     try:
         result = json.loads(res.output.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):

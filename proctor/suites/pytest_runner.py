@@ -145,6 +145,9 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module,
     and read the report back."""
     trip = Tripwire.new()
+    # Earlier reports are read already; the writable areas are sized, so a report padded by
+    # the code under test must not leave the next suite without room for its own.
+    sb.run(["sh", "-c", f"rm -rf {OUT_DIR}/* {OUT_DIR}/.[!.]* 2>/dev/null; true"], timeout=30)
     sb.put_files(trip.dir, {trip.module: trip.source()}, read_only=True)
     report = f"{OUT_DIR}/{suite}-{secrets.token_hex(8)}.jsonl"
     argv = pytest_argv(rootdir, repo, [*targets, f"{trip.dir}/{trip.module}"], report,

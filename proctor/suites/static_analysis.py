@@ -34,6 +34,7 @@ class StaticResult:
     new_errors: list[dict]
     new_style: list[dict]
     evidence: Evidence
+    step_failed: bool = False
 
 
 def new_findings(base: list[dict], patched: list[dict]) -> list[dict]:
@@ -55,19 +56,35 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
     """Run ruff (both tiers) on the base and patched copies of the changed ``.py`` files in
     ``snapshot`` (see :mod:`proctor.suites.snapshot`), inside the sandbox.
 
+    A run that times out, or ruff failing on the patched files only (a pathological file
+    the patch wrote: ruff's stack overflows), fails the step: the result then has
+    ``step_failed=True``, no findings and the reason in ``evidence.details``; the executor
+    scores it 0.0. Never an infrastructure error: a patch must not be able to turn its own
+    rollout into an unscored one.
+
     Raises:
         InfraError (from the sandbox) when the container fails.
-        InfraError: ruff could not run or printed no JSON (a tool problem, not the patch's).
+        InfraError: ruff failed on the base files or printed no JSON (a tool problem).
     """
     select = ",".join(ERROR_RULES + STYLE_RULES)
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
                   *paths], timeout=timeout, cwd=snapshot)
+    if res.timed_out:
+        return StaticResult([], [], Evidence(
+            command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
+            output=res.output[-2000:], details={"step_failed": f"timed out after {timeout:g} s"}
+        ), step_failed=True)
     try:
         data = json.loads(res.output.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         raise InfraError(f"static analysis printed no result: {res.output[-1000:]}") from None
-    if data["errors"]:
-        raise InfraError(f"ruff failed: {data['errors'][0]}")
+    if data["base_error"]:  # the pristine files: a tool or task problem, never the patch's
+        raise InfraError(f"ruff failed on the base files: {data['base_error']}")
+    if data["patched_error"]:  # only on what the patch wrote (e.g. a stack overflow)
+        return StaticResult([], [], Evidence(
+            command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
+            output=data["patched_error"][-2000:],
+            details={"step_failed": "ruff failed on the patched files"}), step_failed=True)
     fresh = new_findings(data["base"], data["patched"])
     errors = [f for f in fresh if _tier(f["rule"]) == "error"]
     style = [f for f in fresh if _tier(f["rule"]) == "style"]

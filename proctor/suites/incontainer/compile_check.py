@@ -10,6 +10,6 @@ for path in sys.argv[1:]:
         with open(path, "rb") as fh:
             compile(fh.read(), path, "exec", dont_inherit=True)
         result[path] = None
-    except (SyntaxError, ValueError, OSError) as exc:
+    except Exception as exc:  # SyntaxError, ValueError, RecursionError, MemoryError ...
         result[path] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(result))

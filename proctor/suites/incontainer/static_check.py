@@ -5,7 +5,8 @@
 right after the patch was applied, before any code of the patch ran. ruff runs
 ``--isolated --ignore-noqa`` with explicit paths, so the repo's config,
 ``exclude`` settings and ``noqa`` comments cannot silence it. Output:
-``{"base": [finding...], "patched": [finding...], "errors": [...]}``, each finding
+``{"base": [finding...], "patched": [finding...], "base_error": str|null,
+"patched_error": str|null}`` (the error: ruff exited non-zero, e.g. crashed), each finding
 ``{"path", "rule", "line", "text", "message"}`` with ``text`` the stripped source line.
 """
 
@@ -45,4 +46,4 @@ def ruff(root, rels):
 
 base, err_b = ruff(os.path.join(snapshot, "base"), paths)
 patched, err_p = ruff(os.path.join(snapshot, "patched"), paths)
-print(json.dumps({"base": base, "patched": patched, "errors": [e for e in (err_b, err_p) if e]}))
+print(json.dumps({"base": base, "patched": patched, "base_error": err_b, "patched_error": err_p}))

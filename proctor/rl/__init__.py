@@ -1,0 +1,23 @@
+"""RL helpers: group advantages, patch extraction from completions, trainer adapters.
+
+    from proctor.rl import group_advantages, extract_patch
+    from proctor.rl.verl import compute_score, compute_score_batch       # verl
+    from proctor.rl.trl import make_reward_func                          # TRL GRPOTrainer
+    proctor/rl/openrlhf.py                                               # OpenRLHF file mode
+
+The adapters import their framework lazily (torch for OpenRLHF only if installed);
+``import proctor.rl`` needs none of them.
+"""
+
+from proctor.rl.advantages import group_advantages, is_flagged
+from proctor.rl.completions import (
+    NO_PATCH,
+    Completion,
+    completion_text,
+    extract_patch,
+    no_patch_record,
+    score_completions,
+)
+
+__all__ = ["NO_PATCH", "Completion", "completion_text", "extract_patch", "group_advantages",
+           "is_flagged", "no_patch_record", "score_completions"]

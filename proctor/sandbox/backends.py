@@ -1,0 +1,82 @@
+"""Which sandbox backend runs a patch, and the environment it runs from.
+
+The seam between the executor and the backends: the executor asks :func:`choose_backend`
+once, :func:`resolve_env` for the environment (Docker: the image; local: the tools venv) and
+its id (part of the baseline cache key), and :func:`open_sandbox` for each sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from proctor.errors import EngineUnavailable, TaskConfigError
+from proctor.sandbox import bwrap_backend, docker_backend  # noqa: F401 - registers both
+from proctor.sandbox.base import BACKENDS, Limits, Sandbox
+
+#: Environment variable that picks the backend when no ``sandbox=`` is given.
+ENV_VAR = "PROCTOR_SANDBOX"
+_announced = False
+
+
+def choose_backend(requested: str | None = None) -> str:
+    """``requested`` (or ``$PROCTOR_SANDBOX``) when given; else ``docker`` when an engine
+    answers, else ``local`` (said once on stderr).
+
+    Raises:
+        TaskConfigError: an unknown backend name.
+    """
+    global _announced
+    name = requested or os.environ.get(ENV_VAR) or None
+    if name is not None:
+        if name not in BACKENDS:
+            raise TaskConfigError(f"unknown sandbox backend {name!r}; "
+                                  f"known: {', '.join(sorted(BACKENDS))}")
+        return name
+    try:
+        from proctor.sandbox.engine import docker_client
+
+        docker_client(timeout=10)
+        return "docker"
+    except EngineUnavailable:
+        if not _announced:
+            _announced = True
+            print("[proctor] no Docker engine reachable: using the local (bubblewrap) sandbox",
+                  file=sys.stderr, flush=True)
+        return "local"
+
+
+def resolve_env(backend: str, image: str | None = None) -> tuple[str, str]:
+    """(environment handed to the backend, its content id). Docker: (image tag, image id);
+    local: (tools venv dir, ``local-venv:<hash>``).
+
+    Raises:
+        ImageMissing / EngineUnavailable (Docker), InfraError (local venv build).
+    """
+    if backend == "docker":
+        from proctor.sandbox.engine import docker_client
+        from proctor.sandbox.image import resolve_image
+
+        return resolve_image(docker_client(), image)
+    if backend == "local":
+        return bwrap_backend.ensure_env(), bwrap_backend.env_id()
+    raise TaskConfigError(f"unknown sandbox backend {backend!r}")
+
+
+def check_required(backend: str, required: list[str]) -> None:
+    """Refuse a task that requires a limit this backend cannot enforce here.
+
+    Raises:
+        TaskConfigError: names the limit and why it is not enforced.
+    """
+    missing = {k: v for k, v in BACKENDS[backend].unenforced_here().items() if k in required}
+    if missing:
+        name, why = next(iter(missing.items()))
+        raise TaskConfigError(f"the task requires the '{name}' limit, which the {backend} "
+                              f"sandbox cannot enforce here ({why}); use --sandbox docker")
+
+
+def open_sandbox(backend: str, env: str, limits: Limits = Limits(), run_id: str | None = None,
+                 ttl_s: float = 3600.0) -> Sandbox:
+    """A new sandbox of ``backend`` from ``env`` (see :func:`resolve_env`); caller closes."""
+    return BACKENDS[backend](env, limits=limits, run_id=run_id, ttl_s=ttl_s)

@@ -1,0 +1,115 @@
+"""The task's benchmark (optional ``performance`` component, issue 3): run, measure, parse.
+
+The command runs in the sandbox after the tests, from the patched repo, through the
+harness wrapper ``incontainer/run_bench.py``, ``repeat`` times; the median measurement is
+scored with the lower-is-better target rule (:func:`proctor.rewards.components.target_score`).
+
+Metrics: ``wall_s`` (seconds, measured by the wrapper around the command) and
+``max_rss_mib`` (peak RSS of the command, MiB, from ``getrusage``) are measured by the
+harness; any other name is read from the command's output, the last line of the form
+``NAME=VALUE`` or ``NAME: VALUE``. A printed metric comes from a process that imports the
+patched code, so it is only as trustworthy as the benchmark script's own checks; prefer the
+harness-measured metrics for RL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from proctor.harness.task import BenchmarkConfig
+from proctor.record import Evidence
+from proctor.rewards.components import target_score
+from proctor.sandbox.base import Sandbox
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+
+HARNESS_METRICS = ("wall_s", "max_rss_mib")
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+
+
+@dataclass
+class BenchmarkResult:
+    """``score`` in 0..1, or None with ``degraded=True`` when no metric could be read (the
+    component is then re-shared). ``measured``: one value per run, in the metric's unit."""
+
+    score: float | None
+    measured: list[float] = field(default_factory=list)
+    note: str = ""
+    degraded: bool = False
+    evidence: Evidence = field(default_factory=Evidence)
+
+
+def parse_metric(output: str, name: str) -> float | None:
+    """The value of the last ``NAME=VALUE`` / ``NAME: VALUE`` line in ``output``, or None."""
+    rx = re.compile(rf"^\s*{re.escape(name)}\s*[=:]\s*{_NUMBER}\s*$", re.MULTILINE)
+    found = rx.findall(output)
+    return float(found[-1]) if found else None
+
+
+def expand(argv: list[str], *, repo: str, bench_dir: str | None) -> list[str]:
+    """Fill ``{python}``, ``{repo}`` and ``{bench}`` in the command's arguments."""
+    values = {"python": PYTHON, "repo": repo, "bench": bench_dir or ""}
+    return [a.format(**values) for a in argv]
+
+
+def run_benchmark(sb: Sandbox, cfg: BenchmarkConfig, *, repo: str, bench_dir: str | None,
+                  timeout: float) -> BenchmarkResult:
+    """Run the benchmark ``cfg.repeat`` times (each under ``min(cfg.timeout_s, timeout)``
+    seconds) and score the median.
+
+    Outcomes: a run that times out or exits non-zero scores 0.0 (the patched code failed
+    its benchmark: an honest failure of this component); exit 0 without a parsable metric
+    gives ``score=None, degraded=True``.
+
+    Raises:
+        InfraError (from the sandbox) when the container fails.
+    """
+    argv = expand(cfg.command, repo=repo, bench_dir=bench_dir)
+    wrapper = [PYTHON, "-I", "-B", f"{HARNESS_DIR}/run_bench.py", repo, "--", *argv]
+    measured: list[float] = []
+    runs: list[dict] = []
+    total_s, last_output, command = 0.0, "", " ".join(wrapper)
+    for _ in range(cfg.repeat):
+        res = sb.run(wrapper, timeout=min(cfg.timeout_s, timeout), cwd=repo)
+        total_s += res.duration_s
+        command = res.command
+        if res.timed_out:
+            return _failed(f"benchmark timed out after {min(cfg.timeout_s, timeout):g} s",
+                           command, total_s, res.output, runs)
+        try:
+            data = json.loads(res.output.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            return _failed("benchmark wrapper printed no result (killed?)", command, total_s,
+                           res.output, runs)
+        last_output = data["output"]
+        runs.append({k: data[k] for k in ("exit_code", "wall_s", "max_rss_mib")})
+        if data["exit_code"] != 0:
+            return _failed(f"benchmark command exited {data['exit_code']}", command, total_s,
+                           last_output, runs)
+        value = data[cfg.metric] if cfg.metric in HARNESS_METRICS else parse_metric(
+            last_output, cfg.metric)
+        if value is None:
+            ev = _evidence(command, total_s, last_output, runs)
+            return BenchmarkResult(None, measured, f"benchmark printed no parsable "
+                                   f"'{cfg.metric}=<number>' line", True, ev)
+        measured.append(float(value))
+    median = statistics.median(measured)
+    score = target_score(median, cfg.target, cfg.tolerance)
+    ev = _evidence(command, total_s, last_output, runs)
+    ev.details.update(metric=cfg.metric, median=median, target=cfg.target,
+                      tolerance=cfg.tolerance, measured=measured)
+    return BenchmarkResult(score, measured, f"{cfg.metric} median {median:.4g} "
+                           f"(target {cfg.target:g}, tolerance {cfg.tolerance:g})", False, ev)
+
+
+def _evidence(command: str, duration: float, output: str, runs: list[dict]) -> Evidence:
+    return Evidence(command=command, exit_code=runs[-1]["exit_code"] if runs else None,
+                    duration_s=round(duration, 3), output=output[-4000:],
+                    details={"runs": runs})
+
+
+def _failed(why: str, command: str, duration: float, output: str, runs: list[dict]
+            ) -> BenchmarkResult:
+    return BenchmarkResult(0.0, [], why, False, _evidence(command, duration, output, runs))

@@ -1,0 +1,93 @@
+"""Trainer adapters called exactly as verl, TRL and OpenRLHF call them, scoring the toolz
+example in real containers (reference 0.998, partial 0.657333..., no diff 0.0 no_patch)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")  # verl hands the batch manager numpy object arrays
+
+PARTIAL = pytest.approx(0.6573333)
+RL_DIR = Path(__file__).resolve().parents[1] / "proctor" / "rl"
+
+
+def load_by_path(filename: str, name: str = "custom_module"):
+    """How verl (custom_reward_function.path) and OpenRLHF (--remote_rm_url file) load a
+    reward file: by path, under a module name of their own."""
+    spec = importlib.util.spec_from_file_location(name, RL_DIR / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verl_reward_fn(name: str, reward_kwargs: dict):
+    """verl's get_custom_reward_fn: the named function with reward_kwargs bound."""
+    raw = getattr(load_by_path("verl.py"), name)
+    return lambda *args, **kwargs: raw(*args, **kwargs, **reward_kwargs)
+
+
+@pytest.fixture(scope="module")
+def answers(toolz_patches):
+    ref, part = toolz_patches["reference"].decode(), toolz_patches["partial"].decode()
+    return {"reference": f"The fix:\n```diff\n{ref}```\n", "partial": f"```patch\n{part}```",
+            "none": "I looked but I am not sure what to change."}
+
+
+@pytest.mark.docker
+def test_verl_naive_and_batch_reward_managers(toolz_task, answers):
+    from proctor.rl.verl import VERL_KEYS
+
+    compute_score = verl_reward_fn("compute_score", {})
+    compute_score_batch = verl_reward_fn("compute_score_batch", {"workers": 2})
+    # NaiveRewardManager: one keyword call per sample.
+    one = compute_score(data_source="proctor/toolz", solution_str=answers["reference"],
+                        ground_truth=str(toolz_task), extra_info={"index": 0, "split": "train"})
+    assert one["score"] == pytest.approx(0.998) and one["valid"] == 1.0
+
+    # BatchRewardManager: non_tensor_batch arrays (numpy object arrays) and reward_kwargs.
+    names = ["reference", "partial", "none"]
+    out = compute_score_batch(
+        data_sources=np.array(["proctor/toolz"] * 3, dtype=object),
+        solution_strs=[answers[n] for n in names],
+        ground_truths=[str(toolz_task)] * 3,
+        extra_infos=np.array([{"index": i} for i in range(3)], dtype=object))
+    assert [d["score"] for d in out] == [pytest.approx(0.998), PARTIAL, 0.0]
+    assert out[2]["no_patch"] == 1.0 and out[2]["valid"] == 1.0
+    assert all(tuple(d) == VERL_KEYS for d in out)
+
+
+@pytest.mark.docker
+def test_trl_grpo_reward_function_sync_and_async(toolz_task, answers):
+    from proctor.rl.trl import make_reward_func
+
+    completions = [[{"role": "assistant", "content": answers[n]}]
+                   for n in ("reference", "partial", "none")]
+    kwargs = dict(prompts=[[{"role": "user", "content": "fix getter"}]] * 3,
+                  completions=completions, completion_ids=[[1], [2], [3]],
+                  task=[str(toolz_task)] * 3, trainer_state=None)
+    sync = make_reward_func(workers=2)
+    assert sync(**kwargs) == [pytest.approx(0.998), PARTIAL, 0.0]
+
+    async def trainer_loop():  # TRL gathers async reward functions in its event loop
+        func = make_reward_func(workers=2, is_async=True)
+        (result,) = await asyncio.gather(func(**kwargs))
+        return result
+
+    assert asyncio.run(trainer_loop()) == [pytest.approx(0.998), PARTIAL, 0.0]
+
+
+@pytest.mark.docker
+def test_openrlhf_reward_func_file_mode(toolz_task, answers, monkeypatch):
+    reward_func = load_by_path("openrlhf.py", "reward_module").reward_func
+    monkeypatch.setitem(sys.modules, "torch", None)  # torch is not installed here anyway
+    prompts = ["<user>fix getter</user>", "<user>fix getter</user>"]
+    queries = [prompts[0] + answers["partial"], prompts[1] + answers["none"]]
+    out = reward_func(queries, prompts, [str(toolz_task), f'{{"task": "{toolz_task}"}}'])
+    assert out["rewards"] == [PARTIAL, 0.0]
+    assert out["scores"] == [PARTIAL, 0.0]
+    assert out["extra_logs"]["proctor_no_patch"] == [0.0, 1.0]

@@ -1,0 +1,152 @@
+"""Nothing outlives its owner: stale-sandbox rules (pure), kill -9 of a harness mid-run and a
+restart leave zero sandboxes of the dead owner, SIGTERM removes the run's sandboxes.
+
+Only sandboxes owned by the subprocesses these tests start are looked at: other processes'
+containers on the shared engine are never judged.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from proctor.sandbox.cleanup import LABEL, is_stale, labels, pid_start_ticks
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ pure rules
+
+
+def test_labels_name_the_owner_and_an_expiry():
+    lbl = labels("run1", ttl_s=60)
+    assert lbl[f"{LABEL}.owner_pid"] == str(os.getpid())
+    assert lbl[f"{LABEL}.owner_start"] == pid_start_ticks(os.getpid())
+    assert lbl[f"{LABEL}.owner_host"] == socket.gethostname()
+    assert 55 <= int(lbl[f"{LABEL}.expires"]) - time.time() <= 61
+
+
+def test_a_live_owner_before_expiry_is_never_stale():
+    assert not is_stale(labels("r", 60))
+
+
+def test_expired_is_stale_unless_only_dead_owners_are_asked_for():
+    lbl = labels("r", 60)
+    assert is_stale(lbl, now=time.time() + 120)
+    assert not is_stale(lbl, now=time.time() + 120, expired=False)
+
+
+def test_a_dead_or_reused_owner_pid_is_stale():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    lbl = {**labels("r", 60), f"{LABEL}.owner_pid": str(child.pid),
+           f"{LABEL}.owner_start": "1"}
+    assert is_stale(lbl, expired=False)
+    reused = {**labels("r", 60), f"{LABEL}.owner_start": "1"}  # our pid, another start time
+    assert is_stale(reused, expired=False)
+
+
+def test_another_hosts_owner_is_never_judged_by_pid():
+    lbl = {**labels("r", 60), f"{LABEL}.owner_host": "elsewhere", f"{LABEL}.owner_pid": "1",
+           f"{LABEL}.owner_start": "1"}
+    assert not is_stale(lbl, expired=False)
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def _proctor(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "proctor", *args], cwd=REPO_ROOT,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _docker_owned_by(client, pid: int) -> list[str]:
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}.owner_pid={pid}"})
+    return [c.id for c in found]
+
+
+def _local_owned_by(pid: int) -> list[str]:
+    from proctor.sandbox.bwrap_backend import sandbox_base
+
+    out = []
+    for d in sandbox_base().glob("proctor-bwrap-*"):
+        owner = (d / ".owner").read_text() if (d / ".owner").exists() else ""
+        if f'"{LABEL}.owner_pid": "{pid}"' in owner:
+            out.append(str(d))
+    return out
+
+
+def _wait_for(check, timeout: float = 60.0) -> list[str]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
+
+
+BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
+            pytest.param("local", marks=pytest.mark.local)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kill_9_mid_run_then_restart_leaves_zero_sandboxes_of_the_dead_owner(
+        backend, toolz_task, toolz_build, docker_engine):
+    owned = ((lambda pid: _docker_owned_by(docker_engine, pid)) if backend == "docker"
+             else _local_owned_by)
+    patch = toolz_build / "patches" / "reference.patch"
+    harness = _proctor("score", str(toolz_task), str(patch), "--sandbox", backend)
+    try:
+        assert _wait_for(lambda: owned(harness.pid)), "the run never opened a sandbox"
+    finally:
+        harness.kill()  # SIGKILL: no handler, no finally, nothing of ours runs
+        harness.wait()
+    time.sleep(0.5)
+    assert owned(harness.pid), "expected the killed run to leave its sandbox behind"
+    again = _proctor("score", str(toolz_task), str(toolz_build / "patches" / "empty.patch"),
+                     "--sandbox", backend)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out.decode(errors="replace")[-2000:]
+    assert owned(harness.pid) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_removes_the_runs_sandboxes_before_exit(backend, toolz_task, toolz_build,
+                                                        docker_engine):
+    owned = ((lambda pid: _docker_owned_by(docker_engine, pid)) if backend == "docker"
+             else _local_owned_by)
+    patch = toolz_build / "patches" / "reference.patch"
+    harness = _proctor("score", str(toolz_task), str(patch), "--sandbox", backend)
+    try:
+        assert _wait_for(lambda: owned(harness.pid)), "the run never opened a sandbox"
+        harness.send_signal(signal.SIGTERM)
+        harness.wait(timeout=60)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    assert harness.returncode != 0
+    assert owned(harness.pid) == []
+
+
+@pytest.mark.docker
+def test_cleanup_command_spares_live_owners(docker_ready, docker_engine):
+    from proctor.sandbox.docker_backend import DockerSandbox
+
+    with DockerSandbox(docker_ready, ttl_s=600) as sb:
+        res = subprocess.run([sys.executable, "-m", "proctor", "cleanup"], cwd=REPO_ROOT,
+                             env=_env(), capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert sb.leftovers() == [sb.container_id]

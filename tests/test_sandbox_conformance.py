@@ -1,0 +1,237 @@
+"""Every sandbox backend keeps the same promises (DESIGN section 7): timeouts kill the whole
+process tree, no network, limits hold, output is capped, nothing leaks, nothing is left
+behind. Parametrised over the registered backends; each test runs on each backend.
+
+Where a backend cannot enforce a limit, the test skips with the reason naming the limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from proctor.sandbox.base import BACKENDS, Limits, Sandbox
+
+MiB = 1024**2
+PY = "/opt/proctor/venv/bin/python"
+
+BACKEND_PARAMS = [
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("local", marks=pytest.mark.local),
+]
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def open_sb(backend, request, no_leaks):
+    """``open_sb(limits)`` -> a new sandbox of the backend under test, closed after."""
+    env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
+    opened: list[Sandbox] = []
+
+    def make(limits: Limits = Limits()) -> Sandbox:
+        sb = BACKENDS[backend](env, limits=limits)
+        opened.append(sb)
+        return sb
+
+    yield make
+    for sb in opened:
+        sb.close()
+
+
+def _unenforced(sb: Sandbox, limit: str) -> None:
+    reason = getattr(sb, "unenforced", {}).get(limit)
+    if reason:
+        pytest.skip(f"{sb.name}: limit '{limit}' not enforced: {reason}")
+
+
+def _procs(sb: Sandbox) -> str:
+    return sb.run(["sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; "
+                   "done 2>/dev/null"], timeout=10).output
+
+
+# ------------------------------------------------------------------ identity, file system
+
+
+def test_runs_as_the_sandbox_user_without_capabilities(open_sb):
+    sb = open_sb()
+    assert sb.run(["id", "-u"], timeout=10).output.strip() == "1000"
+    caps = sb.run(["grep", "CapEff", "/proc/self/status"], timeout=10).output
+    assert caps.split()[-1] == "0000000000000000"
+
+
+def test_root_is_read_only_and_the_writable_places_are_private(open_sb):
+    sb = open_sb()
+    for path in ("/usr/proctor-x", "/etc/proctor-x", "/proctor-x", "/opt/proctor/venv/x"):
+        assert sb.run(["touch", path], timeout=10).exit_code != 0, path
+    for path in ("/work/x", "/tmp/x", "$HOME/x", "/proctor/out/x", "/proctor/in/x"):
+        assert sb.run(["sh", "-c", f"touch {path}"], timeout=10).ok, path
+
+
+def test_files_roundtrip_and_read_only_files_cannot_be_changed(open_sb):
+    sb = open_sb()
+    sb.put_files("/work/repo", {"pkg/a.py": b"x = 1\n"})
+    sb.put_files("/proctor/harness", {"h.py": b"y = 2\n"}, read_only=True)
+    assert sb.get_file("/work/repo/pkg/a.py") == b"x = 1\n"
+    assert sb.get_file("/proctor/harness/h.py") == b"y = 2\n"
+    assert sb.get_file("/work/repo/missing.py") is None
+    assert sb.get_file("/proctor/harness/h.py", max_bytes=3) is None
+    tamper = sb.run(["sh", "-c", "echo z > /proctor/harness/h.py; rm -f /proctor/harness/h.py;"
+                     " mv /proctor/harness /proctor/x"], timeout=10)
+    assert tamper.exit_code != 0
+    assert sb.get_file("/proctor/harness/h.py") == b"y = 2\n"
+
+
+# ------------------------------------------------------------------ timeouts
+
+
+def test_timeout_kills_the_whole_tree_including_term_and_alrm_ignoring_children(open_sb):
+    sb = open_sb()
+    tag = secrets.token_hex(4)
+    stubborn = (f"import signal, time; [signal.signal(s, signal.SIG_IGN) for s in "
+                f"(signal.SIGTERM, signal.SIGALRM, signal.SIGHUP, signal.SIGINT)]; "
+                f"time.sleep(300)  # {tag}")
+    script = (f"trap '' TERM ALRM; {PY} -c '{stubborn}' & "
+              f"setsid {PY} -c '{stubborn}' & "
+              f"( trap '' TERM; sleep 300 ) & {PY} -c '{stubborn}'")
+    start = time.monotonic()
+    res = sb.run(["sh", "-c", script], timeout=2)
+    assert res.timed_out and res.exit_code in (124, 137)
+    assert time.monotonic() - start < 2 + 3 + 5
+    assert tag not in _procs(sb)
+    assert sb.run(["true"], timeout=10).ok
+
+
+def test_zombies_are_reaped(open_sb):
+    sb = open_sb()
+    sb.run(["sh", "-c", "for i in 1 2 3; do (sleep 0.1 &) ; done; sleep 1"], timeout=10)
+    time.sleep(0.5)
+    states = sb.run(["sh", "-c", "grep -h '^State' /proc/[0-9]*/status"], timeout=10).output
+    assert "zombie" not in states
+
+
+# ------------------------------------------------------------------ network
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.255.255.1"])
+def test_no_network(open_sb, address):
+    sb = open_sb()
+    code = (f"import socket; s = socket.socket(); s.settimeout(3); s.connect(('{address}', 80));"
+            f" print('CONNECTED')")
+    res = sb.run([PY, "-c", code], timeout=15)
+    assert res.exit_code != 0 and "CONNECTED" not in res.output
+    assert res.duration_s < 5  # refused or unreachable at once: no route out of the sandbox
+    ifaces = sb.run(["cat", "/proc/net/dev"], timeout=10).output
+    assert [ln.split(":")[0].strip() for ln in ifaces.splitlines()[2:]] in ([], ["lo"])
+
+
+# ------------------------------------------------------------------ limits
+
+
+def test_memory_limit_stops_one_process_and_the_sandbox_survives(open_sb):
+    sb = open_sb(Limits(memory_bytes=256 * MiB))
+    res = sb.run([PY, "-c", "b = bytearray(512 * 1024**2); b[::4096] = b'x' * len(b[::4096]);"
+                  " print('ALLOCATED')"], timeout=60)
+    assert res.exit_code != 0 and "ALLOCATED" not in res.output
+    assert sb.run(["true"], timeout=10).ok
+
+
+def test_memory_limit_covers_the_whole_process_tree(open_sb):
+    sb = open_sb(Limits(memory_bytes=256 * MiB))
+    _unenforced(sb, "memory")
+    hog = ("import time; b = bytearray(100 * 1024**2); b[::4096] = b'x' * len(b[::4096]); "
+           "time.sleep(3); print('HELD')")
+    res = sb.run(["sh", "-c", f"for i in 1 2 3 4; do {PY} -c \"{hog}\" & done; wait"],
+                 timeout=30)
+    assert res.output.count("HELD") < 4  # 4 x 100 MiB do not fit in 256 MiB together
+    assert sb.run(["true"], timeout=10).ok
+
+
+def test_pids_limit_stops_a_fork_bomb(open_sb):
+    sb = open_sb(Limits(pids=64))
+    _unenforced(sb, "pids")
+    res = sb.run(["sh", "-c", "for i in $(seq 200); do sleep 5 & done; wait"], timeout=20)
+    assert "fork" in res.output.lower() or "resource" in res.output.lower()
+    bomb = ("import os, time\nwhile True:\n    try:\n        os.fork()\n"
+            "    except OSError:\n        time.sleep(0.01)\n")
+    start = time.monotonic()
+    res = sb.run([PY, "-c", bomb], timeout=3)
+    assert res.timed_out and time.monotonic() - start < 3 + 3 + 5
+    assert sb.run(["true"], timeout=10).ok
+
+
+def test_file_size_limit_stops_one_big_file(open_sb):
+    sb = open_sb(Limits(file_size_bytes=8 * MiB))
+    _unenforced(sb, "file_size")
+    res = sb.run(["sh", "-c", "head -c 20000000 /dev/zero > /tmp/big"], timeout=30)
+    assert res.exit_code != 0
+    size = sb.run(["stat", "-c", "%s", "/tmp/big"], timeout=10).output.strip()
+    assert int(size) <= 8 * MiB
+
+
+@pytest.mark.parametrize("where", ["/work", "/tmp"])
+def test_bounded_writable_area_stops_a_disk_fill(open_sb, where):
+    sb = open_sb(Limits(disk_bytes=48 * MiB, tmp_bytes=48 * MiB, file_size_bytes=8 * MiB))
+    _unenforced(sb, "disk")
+    res = sb.run(["sh", "-c", f"i=0; while [ $i -lt 40 ]; do head -c 4000000 /dev/zero > "
+                  f"{where}/f$i || exit 7; i=$((i+1)); done"], timeout=60)
+    assert res.exit_code == 7 and "space" in res.output.lower()
+    used = sb.run(["sh", "-c", f"du -sk {where}"], timeout=10).output.split()[0]
+    assert int(used) * 1024 <= 48 * MiB + MiB
+    assert sb.run(["true"], timeout=10).ok
+
+
+# ------------------------------------------------------------------ output
+
+
+def test_output_is_capped_with_a_marker(open_sb):
+    sb = open_sb(Limits(output_cap=1000))
+    res = sb.run(["sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"], timeout=10)
+    assert res.truncated and res.output.startswith("x" * 1000)
+    assert "99000 more bytes dropped" in res.output
+
+
+def test_huge_output_is_streamed_never_held_whole(open_sb):
+    sb = open_sb(Limits(output_cap=64 * 1024))
+    tracemalloc.start()
+    try:
+        res = sb.run(["sh", "-c", "head -c 300000000 /dev/zero"], timeout=60)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.truncated and f"{300000000 - 64 * 1024} more bytes dropped" in res.output
+    assert peak < 32 * MiB
+
+
+# ------------------------------------------------------------------ isolation, cleanup
+
+
+def test_nothing_written_inside_reaches_the_host_or_the_next_sandbox(open_sb):
+    token = secrets.token_hex(8)
+    sb = open_sb()
+    write = sb.run(["sh", "-c", f"for d in /tmp /work $HOME /proctor/out; do "
+                    f"echo {token} > $d/leak-{token}; done"], timeout=10)
+    assert write.ok
+    for d in ("/tmp", "/work", str(Path.home()), "/proctor/out"):
+        assert not Path(d, f"leak-{token}").exists()
+    sb2 = open_sb()
+    res = sb2.run(["sh", "-c", f"cat /tmp/leak-{token} /work/leak-{token} "
+                   f"$HOME/leak-{token} /proctor/out/leak-{token}"], timeout=10)
+    assert res.exit_code != 0 and token not in res.output.replace(f"leak-{token}", "")
+
+
+def test_close_leaves_nothing_running_or_on_disk(open_sb, backend, docker_engine):
+    sb = open_sb()
+    assert sb.run(["sh", "-c", "setsid sleep 300 & echo x > /work/x"], timeout=10).ok
+    left = sb.leftovers()
+    assert left  # the sandbox exists while open
+    sb.close()
+    sb.close()  # idempotent
+    assert sb.leftovers() == []
