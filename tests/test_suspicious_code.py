@@ -45,6 +45,13 @@ CASES = {
     "dynamic_code": ["def f(path):\n    exec(open(path).read())\n",
                      "import marshal\ncode = marshal.loads(b'')\n",
                      "import builtins\nf = builtins.eval\nx = builtins.eval(input())\n"],
+    "obfuscated_string": [
+        "import sys\nm = sys.modules.get(''.join(map(chr, (95, 112, 121))))\n",
+        "s = ''.join(chr(c) for c in [47, 112, 114])\n",
+        "import base64\nk = base64.b64decode('UFlURVNU').decode()\n",
+        "s = bytes([80, 89, 84]).decode()\n",
+        "s = bytes.fromhex('5059').decode()\n",
+    ],
     "ci_sensing": ["import os\nON_CI = os.environ.get('CI') == 'true'\n",
                    "import os\nON_CI = os.environ['GITHUB_ACTIONS']\n"],
     "pytest_import": ["import pytest\n", "from _pytest import runner\n",
@@ -99,6 +106,9 @@ def test_each_kind_is_found(kind, i):
     "def total(xs):\n    n = 0\n    for x in xs:\n        n = n + x\n    return n\n",
     "class A:\n    def __eq__(self, other):\n        return NotImplemented\n",
     "class Ids:\n    def new(self):\n        self._id += 1\n        return self._id\n",
+    "import base64\ndef decode(blob):\n    return base64.b64decode(blob)\n",
+    "SEP = ', '.join(['a', 'b', 'c'])\n",
+    "def f(codes):\n    return ''.join(map(chr, codes))\n",
     "class Acc:\n    def add(self, x):\n        self.total += x\n"
     "        if self.total > 10:\n            return 'big'\n        return 'small'\n",
 ])
