@@ -107,6 +107,9 @@ def test_each_kind_is_found(kind, i):
     "class A:\n    def __eq__(self, other):\n        return NotImplemented\n",
     "class Ids:\n    def new(self):\n        self._id += 1\n        return self._id\n",
     "import base64\ndef decode(blob):\n    return base64.b64decode(blob)\n",
+    "import sys\n\ndef main():\n    return 0\n\nif __name__ == '__main__':\n"
+    "    sys.exit(main())\n",
+    "if '__main__' == __name__:\n    raise SystemExit(0)\n",
     "SEP = ', '.join(['a', 'b', 'c'])\n",
     "def f(codes):\n    return ''.join(map(chr, codes))\n",
     "class Acc:\n    def add(self, x):\n        self.total += x\n"
@@ -114,6 +117,14 @@ def test_each_kind_is_found(kind, i):
 ])
 def test_honest_code_finds_nothing(src):
     assert scan_source("pkg/mod.py", src) == []
+
+
+def test_cli_exits_are_fine_in_main_modules_but_os_exit_is_not():
+    assert scan_source("pkg/__main__.py", "import sys\nsys.exit(1)\n") == []
+    guarded = "import os\nif __name__ == '__main__':\n    os._exit(0)\n"
+    assert [f.kind for f in scan_source("pkg/cli.py", guarded)] == ["process_exit"]
+    assert [f.kind for f in scan_source("pkg/cli.py", "import sys\nsys.exit(1)\n")] == [
+        "process_exit"]
 
 
 def test_only_added_lines_count():

@@ -38,7 +38,9 @@ is only reported.
     sys_modules_write  penalty    writing or deleting sys.modules entries (lazy-loading
                                   libraries do it honestly)
     process_exit       penalty    os._exit, os.abort, sys.exit, exit/quit, raise SystemExit,
-                                  atexit.register
+                                  atexit.register (sys.exit / SystemExit / exit are a CLI's
+                                  business in ``__main__.py`` and under ``if __name__ ==
+                                  "__main__":``, where they are not reported)
     skip_raise         penalty    raising SkipTest / Skipped from library code
     obfuscated_string  penalty    a string spelled so the scan cannot read it: ``"".join(map(
                                   chr, <ints>))``, ``chr(n)`` chains, ``bytes([<ints>])``,
@@ -214,6 +216,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, path: str, added: set[int] | None, aliases: dict[str, str]) -> None:
         self.path, self.added, self.aliases = path, added, aliases
         self.found: list[Finding] = []
+        self.in_main = path.rsplit("/", 1)[-1] == "__main__.py"  # a CLI's entry point
 
     # -- helpers --
     def _counts(self, node: ast.AST) -> bool:
@@ -224,6 +227,8 @@ class _Scanner(ast.NodeVisitor):
         return any(n in self.added for n in range(start, end + 1))
 
     def _add(self, kind: str, node: ast.AST, detail: str) -> None:
+        if kind == "process_exit" and self.in_main and detail in _CLI_EXITS:
+            return
         if self._counts(node):
             self.found.append(Finding(kind, self.path, getattr(node, "lineno", 0), detail))
 
@@ -389,6 +394,23 @@ class _Scanner(ast.NodeVisitor):
         self._targets(node.targets, node)
         self.generic_visit(node)
 
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        main_guard = isinstance(test, ast.Compare) and len(test.comparators) == 1 and \
+            isinstance(test.ops[0], ast.Eq) and {
+                _str(side) or _dotted_plain(side) for side in (test.left, *test.comparators)
+            } == {"__name__", "__main__"}
+        if not main_guard:
+            return self.generic_visit(node)
+        self.visit(test)
+        saved, self.in_main = self.in_main, True
+        for stmt in node.body:
+            self.visit(stmt)
+        self.in_main = saved
+        for stmt in node.orelse:
+            self.visit(stmt)
+        return None
+
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
         name = self.resolve(exc) if exc is not None else ""
@@ -466,6 +488,8 @@ class _Scanner(ast.NodeVisitor):
                     return
 
 
+#: process_exit details a CLI may use under its main guard.
+_CLI_EXITS = frozenset({"sys.exit", "exit()", "quit()", "raise SystemExit"})
 _DECODERS = frozenset({"bytes.fromhex", "codecs.decode", "base64.b64decode",
                        "base64.b32decode", "base64.b16decode", "base64.a85decode",
                        "base64.b85decode", "base64.urlsafe_b64decode", "binascii.unhexlify",
