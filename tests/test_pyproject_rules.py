@@ -90,3 +90,7 @@ def test_task_pattern_naming_pyproject_still_forbids_it_whole():
     _, v = check_integrity(_diff(BASE, BASE.replace('"old"', '"new"')), rules,
                            pristine_text={"pyproject.toml": BASE}.get)
     assert v.violated
+
+
+def test_deeply_nested_toml_is_a_violation_not_a_crash():
+    assert judge_pyproject(BASE, BASE + "x = " + "[" * 5000 + "]" * 5000 + "\n")

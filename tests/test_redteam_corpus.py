@@ -179,3 +179,30 @@ def test_corpus_covers_every_family():
     assert len(CASES) >= 35 and len(CONTROLS) >= 10
     assert {c.target for c in CASES} == {"mini", "toolz"}
     assert len({c.name for c in CASES + CONTROLS}) == len(CASES) + len(CONTROLS)
+
+
+@pytest.mark.docker
+def test_post_apply_tree_check_catches_a_path_the_integrity_phase_missed(
+        corpus_patch, monkeypatch):
+    # Fault injection: a parser (and git cross-check) that miss calc/extra.py, as a future
+    # header trick might. git apply still writes it; the tree check must notice.
+    import dataclasses
+
+    from proctor.harness import executor, integrity
+
+    def blind_check(text, rules, git_paths=None, pristine_text=None):
+        summary, verdict = integrity.check_integrity(text, rules, None, pristine_text)
+        kept = tuple(t for t in summary.touched if t.path != "calc/extra.py")
+        summary = dataclasses.replace(summary, touched=kept,
+                                      files=tuple(sorted({t.path for t in kept})))
+        return summary, dataclasses.replace(verdict, paths=summary.files)
+
+    monkeypatch.setattr(executor, "check_integrity", blind_check)
+    case = Case("unlisted_path", "tree_check",
+                {"calc/core.py": ("    return a - b\n", "    return a + b\n"),
+                 "calc/extra.py": "x = 1\n"}, None)
+    rec, _ = _score(corpus_patch, case)
+    assert rec.reward == -1.0 and rec.reason == "integrity_violation"
+    assert rec.integrity.reasons == ["calc/extra.py: changed by git apply but not listed by "
+                                     "the integrity phase (post-apply tree check)"]
+    assert rec.flags.exclude_from_advantage and "public_tests_s" not in rec.timing

@@ -6,8 +6,9 @@ Honest partial fix for reference: 0.657; reference fix: 0.998.
 
 Each names the grader (``proctor_report``, ``_pytest.reports``, ``/proctor/...``,
 ``/proc/self/cmdline``) in a string, so the suspicious-code scan now refuses it before any
-of its code runs. The ``_obfuscated`` twins build those strings with ``chr`` (which the
-scan does not try to evaluate): they reach the runtime defenses, which must still hold.
+of its code runs. The ``_obfuscated`` twins build those strings with ``chr``: the scan
+cannot read them (it only charges the ``obfuscated_string`` penalty), so they run and reach
+the runtime defenses, which must still hold.
 """
 
 from pathlib import Path

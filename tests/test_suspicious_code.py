@@ -45,6 +45,13 @@ CASES = {
     "dynamic_code": ["def f(path):\n    exec(open(path).read())\n",
                      "import marshal\ncode = marshal.loads(b'')\n",
                      "import builtins\nf = builtins.eval\nx = builtins.eval(input())\n"],
+    "obfuscated_string": [
+        "import sys\nm = sys.modules.get(''.join(map(chr, (95, 112, 121))))\n",
+        "s = ''.join(chr(c) for c in [47, 112, 114])\n",
+        "import base64\nk = base64.b64decode('UFlURVNU').decode()\n",
+        "s = bytes([80, 89, 84]).decode()\n",
+        "s = bytes.fromhex('5059').decode()\n",
+    ],
     "ci_sensing": ["import os\nON_CI = os.environ.get('CI') == 'true'\n",
                    "import os\nON_CI = os.environ['GITHUB_ACTIONS']\n"],
     "pytest_import": ["import pytest\n", "from _pytest import runner\n",
@@ -99,6 +106,12 @@ def test_each_kind_is_found(kind, i):
     "def total(xs):\n    n = 0\n    for x in xs:\n        n = n + x\n    return n\n",
     "class A:\n    def __eq__(self, other):\n        return NotImplemented\n",
     "class Ids:\n    def new(self):\n        self._id += 1\n        return self._id\n",
+    "import base64\ndef decode(blob):\n    return base64.b64decode(blob)\n",
+    "import sys\n\ndef main():\n    return 0\n\nif __name__ == '__main__':\n"
+    "    sys.exit(main())\n",
+    "if '__main__' == __name__:\n    raise SystemExit(0)\n",
+    "SEP = ', '.join(['a', 'b', 'c'])\n",
+    "def f(codes):\n    return ''.join(map(chr, codes))\n",
     "class Acc:\n    def add(self, x):\n        self.total += x\n"
     "        if self.total > 10:\n            return 'big'\n        return 'small'\n",
 ])
@@ -106,10 +119,27 @@ def test_honest_code_finds_nothing(src):
     assert scan_source("pkg/mod.py", src) == []
 
 
+def test_cli_exits_are_fine_in_main_modules_but_os_exit_is_not():
+    assert scan_source("pkg/__main__.py", "import sys\nsys.exit(1)\n") == []
+    guarded = "import os\nif __name__ == '__main__':\n    os._exit(0)\n"
+    assert [f.kind for f in scan_source("pkg/cli.py", guarded)] == ["process_exit"]
+    assert [f.kind for f in scan_source("pkg/cli.py", "import sys\nsys.exit(1)\n")] == [
+        "process_exit"]
+
+
 def test_only_added_lines_count():
     src = "import sys\nOLD = sys._getframe\n\ndef new():\n    return 1\n"
     assert scan_source("pkg/mod.py", src, added={4, 5}) == []
     assert [f.line for f in scan_source("pkg/mod.py", src, added={2})] == [2]
+
+
+def test_suspicious_line_the_repo_already_had_is_not_the_patch_s():
+    old = "import sys\n\n\ndef caller():\n    return sys._getframe(1)\n"
+    new = "import sys\n\n\ndef caller(depth=1):\n    if depth:\n        return sys._getframe(1)\n"
+    assert scan_patch({"pkg/m.py": new}, {"pkg/m.py": [4, 5, 6]}, before={"pkg/m.py": old}) == []
+    worse = new.replace("_getframe(1)", "_getframe(2)")
+    assert [f.kind for f in scan_patch({"pkg/m.py": worse}, {"pkg/m.py": [4, 5, 6]},
+                                       before={"pkg/m.py": old})] == ["frame_read"]
 
 
 def test_unparseable_file_is_reported_not_raised():
@@ -134,3 +164,19 @@ def test_scan_patch_skips_tests_and_deleted_and_classifies():
     assert penalty_indicator(findings) == 1.0
     assert [f.kind for f in violations(findings)] == ["frame_read"]
     assert penalty_indicator([]) == 0.0
+
+
+def test_too_deep_to_compile_is_unparseable_not_a_crash():
+    src = "x = " + "+".join(["1"] * 100_000) + "\n"
+    (f,) = scan_source("pkg/mod.py", src)
+    assert f.kind == "unparseable" and SEVERITY[f.kind] == "info"
+
+
+def test_compiles_but_too_deep_to_scan_is_a_violation():
+    import sys
+
+    depth = sys.getrecursionlimit()  # deeper than the visitor's recursion, fine for CPython
+    src = "x = " + "-" * depth + "1\n"
+    compile(src, "m.py", "exec")
+    (f,) = scan_source("pkg/mod.py", src)
+    assert f.kind == "unscannable" and SEVERITY[f.kind] == "violation"

@@ -120,3 +120,9 @@ def test_data_under_a_public_test_path_outside_a_tests_dir():
     findings = scan_test_changes([("spec/expected.out", "modified")], {}, {},
                                  public=["spec"])
     assert [f.kind for f in findings] == ["data_altered"]
+
+
+def test_deeply_nested_test_module_is_reported_not_a_crash():
+    deep = "def test_add():\n    assert " + "+".join(["1"] * 50000) + "\n"
+    (f,) = compare_test_module("tests/test_x.py", BASE, deep)
+    assert f.kind == "unparseable"

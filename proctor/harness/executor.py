@@ -1,8 +1,12 @@
 """Score one patch: the pipeline of DESIGN section 2, in order.
 
-    1. integrity   parse the diff, normalise paths, match forbidden rules (no copy, no container)
-    2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined
-    3. sandbox     fresh container, repo as a single-commit git repo, `git apply`
+    1. integrity   parse the diff, normalise paths, match forbidden rules, judge
+                   pyproject.toml per section (no copy, no container)
+    2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined; then refuse
+                   new modules shadowing what the image has installed
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply`; then,
+                   before any code of the patch runs, the tamper checks (tree check,
+                   suspicious code, tests weakened, reference data altered)
     4. measure     compiled, public tests (pristine), hidden tests (copied in now), static
     5. reward      pure function of the measurements
 
@@ -176,8 +180,9 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
             tamper = inspect_patched_tree(sb, task, REPO, summary,
                                           deadline.budget(STEP_TIMEOUT_S))
-        rec.evidence["tamper"] = Evidence(command="tree_report.py; tamper judges", details={
-            "violations": tamper.violations, "findings": tamper.findings})
+        rec.evidence["tamper"] = Evidence(
+            command="tree_report.py; tamper judges", duration_s=rec.timing["tamper_s"],
+            details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
 

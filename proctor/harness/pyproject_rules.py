@@ -69,7 +69,7 @@ def judge_pyproject(before: str | None, after: str | None) -> list[str]:
             return {}
         try:
             return tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError, MemoryError):
             return None
 
     old = parse(before) or {}
@@ -77,8 +77,11 @@ def judge_pyproject(before: str | None, after: str | None) -> list[str]:
     if new is None:
         return ["patched pyproject.toml is not valid TOML (cannot tell what it configures)"]
     a, b = guarded_parts(old), guarded_parts(new)
-    return [f"[{name}] changed (guarded section)"
-            for name in sorted(set(a) | set(b)) if a.get(name, _MISSING) != b.get(name, _MISSING)]
+    try:
+        return [f"[{name}] changed (guarded section)" for name in sorted(set(a) | set(b))
+                if a.get(name, _MISSING) != b.get(name, _MISSING)]
+    except RecursionError:  # values nested too deeply to compare: cannot vouch for them
+        return ["guarded sections nested too deeply to compare"]
 
 
 def pyproject_reasons(touched: list[tuple[str, str]], text_before: Callable[[str], str | None],

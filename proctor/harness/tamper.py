@@ -158,7 +158,8 @@ def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: Pat
                        else summary.added_line_numbers.get(p, []))
                    for p in after_texts if p.endswith(".py")}
     code = suspicious_code.scan_patch(
-        {p: t for p, t in after_texts.items() if p.endswith(".py")}, added_lines, public)
+        {p: t for p, t in after_texts.items() if p.endswith(".py")}, added_lines, public,
+        {p: before_text(p) for p in added_lines if before_hashes.get(p)})
     violations += [f"{f.path}:{f.line}: {f.kind} ({f.detail})"
                    for f in suspicious_code.violations(code)]
     indicators = tamper_tests.indicators(findings)

@@ -370,6 +370,9 @@ def scan_test_changes(touched: list[tuple[str, str]], before: dict[str, str | No
             continue
         gone = bool(ks & {"deleted", "rename_from"})
         if is_test_module(path) and before.get(path) is not None:
+            if not gone and after.get(path) is None:
+                out.append(Finding("unparseable", path, 0, "patched file is not UTF-8 text"))
+                continue
             out += compare_test_module(path, before[path], None if gone else after.get(path))
         elif in_test_dir(path) or not path.endswith(".py"):
             if gone:

@@ -192,6 +192,38 @@ new file mode 100644
 +tests/
 '''
 
+RAW_COPY_TO_CONFTEST = '''\
+diff --git a/calc/__init__.py b/tests/conftest.py
+similarity index 100%
+copy from calc/__init__.py
+copy to tests/conftest.py
+'''
+RAW_EMPTY_NEW_CONFTEST = '''\
+diff --git a/calc/conftest.py b/calc/conftest.py
+new file mode 100644
+index 0000000..e69de29
+'''
+RAW_MODE_ONLY_PYPROJECT = '''\
+diff --git a/pyproject.toml b/pyproject.toml
+old mode 100644
+new mode 100755
+'''
+RAW_SUBMODULE = '''\
+diff --git a/calc/vendor b/calc/vendor
+new file mode 160000
+index 0000000..4b825dc
+--- /dev/null
++++ b/calc/vendor
+@@ -0,0 +1 @@
++Subproject commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904
+'''
+RAW_TRADITIONAL_DIFF = (  # no "diff --git": git strips one component (-p1)
+    "--- calc/conftest.py\t2024-01-01 00:00:00.000000000 +0000\n"
+    "+++ calc/conftest.py\t2024-01-01 00:00:00.000000000 +0000\n"
+    "@@ -0,0 +1 @@\n"
+    "+import pytest\n"
+)
+
 TRICK_ASSERT_LOOSENED = ("    assert add(1, 2) == 3\n", "    assert add(1, 2) is not None\n")
 
 CASES: list[Case] = [
@@ -241,6 +273,16 @@ CASES: list[Case] = [
          V("integrity", "tests/sub/conftest.py: conftest.py at any depth")),
     Case("crlf_headers_pytest_ini", "header_trick", RAW_CRLF_HEADERS,
          V("integrity", "pytest.ini: pytest/tox/setup configuration")),
+    Case("copy_package_init_to_conftest", "header_trick", RAW_COPY_TO_CONFTEST,
+         V("integrity", "tests/conftest.py: conftest.py at any depth")),
+    Case("empty_new_conftest_without_hunks", "header_trick", RAW_EMPTY_NEW_CONFTEST,
+         V("integrity", "calc/conftest.py: conftest.py at any depth")),
+    Case("mode_only_change_of_pyproject", "header_trick", RAW_MODE_ONLY_PYPROJECT,
+         V("integrity", "pyproject.toml: mode change of pyproject.toml")),
+    Case("submodule_added", "header_trick", RAW_SUBMODULE,
+         V("integrity", "calc/vendor: submodule (mode 160000)")),
+    Case("traditional_diff_stripped_by_git", "header_trick", RAW_TRADITIONAL_DIFF,
+         V("integrity", "conftest.py: conftest.py at any depth")),
     # --- pyproject.toml judged per section ----------------------------------------------
     Case("pyproject_pytest_addopts", "pyproject",
          fix_and(pyproject__toml=('addopts = "-q"', 'addopts = "-q -p no:proctor_report"')),
@@ -336,6 +378,9 @@ CASES: list[Case] = [
         "\n_calls = 0\n",
         "    global _calls\n    _calls += 1\n    if _calls > 10**6:\n        return 0\n"
         "    return a + b\n")}, P(S, "call_counter")),
+    Case("grader_name_spelled_with_chr", "suspicious_code", {"calc/core.py": core_with(
+        "\nimport sys\n\n_RUNNER = sys.modules.get(\"\".join(map(chr, (95, 112, 121, 116, 101, "
+        "115, 116))))\n")}, P(S, "obfuscated_string")),
     Case("unparseable_library_file_reported", "suspicious_code",
          fix_and(calc__broken__py="def broken(:\n    pass\n"),
          P({}, "unparseable", compiled=0.0, static=1 / 3)),

@@ -4,8 +4,9 @@ the text of chosen changed files; write one JSON report.
 ``python -I -S -B tree_report.py ROOT OUT_JSON|- [PATH...]`` (``-``: print the report),
 as the sandbox user, right after
 ``git apply`` and before any code of the patch runs. Report: ``{"hashes": {path: digest},
-"texts": {path: text or null}}``; ``texts`` holds the UTF-8 text of each PATH that is a
-regular file (null when it is not UTF-8). A digest is ``sha256(content)`` hex plus ``:x``
+"texts": {path: text or null}}``; ``texts`` holds the text of each PATH that is a
+regular file (UTF-8, else its declared encoding, else UTF-8 with replacement characters;
+null only when it cannot be read). A digest is ``sha256(content)`` hex plus ``:x``
 when executable; a symlink is ``link:<target>``.
 Also imported by the host (:func:`hash_tree`) to hash the pristine repo the same way.
 """
@@ -58,6 +59,23 @@ def hash_tree(root, skip_compiled=False):
     return out
 
 
+def source_text(data):
+    """Text of a source file: UTF-8, else its declared (PEP 263) encoding, else UTF-8 with
+    replacement characters. Never raises for content: a scan must always get text."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:
+        import io
+        import tokenize
+
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding, "replace")
+    except (SyntaxError, LookupError):
+        return data.decode("utf-8", "replace")
+
+
 def main(argv):
     root, out_path, wanted = argv[1], argv[2], argv[3:]
     hashes = hash_tree(root)
@@ -66,8 +84,8 @@ def main(argv):
         if not hashes.get(rel, "link:").startswith(("link:", "special:")):
             try:
                 with open(os.path.join(root, rel), "rb") as fh:
-                    texts[rel] = fh.read().decode("utf-8")
-            except (OSError, UnicodeDecodeError):
+                    texts[rel] = source_text(fh.read())
+            except OSError:
                 texts[rel] = None
     report = json.dumps({"hashes": hashes, "texts": texts})
     if out_path == "-":
