@@ -28,6 +28,7 @@ LABEL = "org.proctor"
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 _LOCK = threading.Lock()
 _started_reap_done = False
+_DOCKER_USED = False  # this process created Docker sandboxes: sweep its own on a signal
 
 
 def pid_start_ticks(pid: int) -> str | None:
@@ -127,7 +128,9 @@ def at_start() -> None:
 
 def track(sb) -> None:
     """Remember a live sandbox of this process (closed by the signal handlers)."""
+    global _DOCKER_USED
     _LIVE.add(sb)
+    _DOCKER_USED = _DOCKER_USED or type(sb).__name__ == "DockerSandbox"
 
 
 def untrack(sb) -> None:
@@ -135,14 +138,31 @@ def untrack(sb) -> None:
 
 
 def close_all() -> int:
-    """Close every live sandbox of this process; returns how many were open."""
+    """Close every live sandbox of this process, then remove any Docker container still
+    labelled with this process as owner (one created while the signal arrived, before its
+    sandbox object knew its id). Returns how many sandboxes were open."""
     live = list(_LIVE)
     for sb in live:
         try:
             sb.close()
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
+    if _DOCKER_USED:
+        _remove_own_containers()
     return len(live)
+
+
+def _remove_own_containers() -> None:
+    try:
+        from proctor.sandbox.engine import docker_client
+
+        client = docker_client(timeout=10)
+        mine = [f"{LABEL}.owner_pid={os.getpid()}",
+                f"{LABEL}.owner_host={socket.gethostname()}"]
+        for c in client.containers.list(all=True, filters={"label": mine}):
+            c.remove(force=True, v=True)
+    except Exception:  # noqa: BLE001 - best effort on the way out
+        pass
 
 
 def _handler(previous: Callable | int | None, signum: int):
