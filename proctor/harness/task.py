@@ -25,6 +25,12 @@ Example ``task.toml``::
 
     [baseline]
     runs = 3
+
+    [mutation]    # mutation score on the changed source lines (proctor/suites/mutation.py)
+    max_mutants = 30          # per patch; a seeded sample when there are more
+    killers = ["trusted"]     # or ["trusted", "agent"]: the patch's own tests may kill too
+    timeout_s = 120           # budget of the whole step, seconds
+    seed = 0                  # seed of the sample
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import hashlib
 import tomllib
 from functools import cached_property
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -78,6 +85,24 @@ class BaselineConfig(BaseModel):
     runs: int = Field(3, ge=1, le=20)
 
 
+class MutationConfig(BaseModel):
+    """``[mutation]``: budget and killers of the mutation score (issue 3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_mutants: int = Field(30, ge=1, le=10_000)
+    killers: list[Literal["trusted", "agent"]] = ["trusted"]
+    timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+
+    @field_validator("killers")
+    @classmethod
+    def _trusted_first(cls, v: list[str]) -> list[str]:
+        if "trusted" not in v:
+            raise ValueError('must include "trusted" (the pristine public and hidden tests)')
+        return v
+
+
 class TaskConfig(BaseModel):
     """The validated contents of ``task.toml``."""
 
@@ -91,6 +116,7 @@ class TaskConfig(BaseModel):
     timeouts: Timeouts = Timeouts()
     weights: Weights = Weights()
     baseline: BaselineConfig = BaselineConfig()
+    mutation: MutationConfig = MutationConfig()
 
     @field_validator("sources")
     @classmethod

@@ -1,0 +1,204 @@
+"""Run mutants against the trusted tests in one pytest session, inside the sandbox.
+
+``python -I -B mutation_runner.py SPEC.json``, as the sandbox user, in the throw-away copy
+that ``mutmut_adapter.py generate`` rewrote. SPEC (written by proctor/suites/mutation.py):
+``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
+(test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
+every test may kill), ``mutants`` (``[{"name",
+"function"}]``), ``control`` (a mutant name that selects no mutant: the original code must
+survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``contention`` (>= 1),
+``budget_s``, ``out`` (JSONL path).
+
+1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
+   ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
+   pass here may kill.
+2. One forked child per mutant (``workers`` at a time, each in its own process group):
+   it activates the mutant and runs the tests covering its function, fastest first, stopping
+   at the first failure. Its verdict comes back on a pipe. Timeout per mutant:
+   ``(timeout_factor * sum(covering durations) + timeout_constant) * contention`` seconds.
+
+Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
+child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
+killer reaches the function; counts as survived), ``crashed`` (the child died without a
+verdict: dropped) and ``not_run`` (the step's budget ran out: dropped). Lines before them:
+``{"started": ...}`` (mutmut imported and configured), ``{"stats": ...}``; the control's
+line has ``"control"`` instead of ``"mutant"``; the last line is ``{"done": ...}``.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+import pytest
+
+harness_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+class MutationSession:
+    """pytest plugin that replaces the run loop (see the module docstring)."""
+
+    def __init__(self, spec, adapter, out):
+        self.spec, self.adapter, self.out = spec, adapter, out
+
+    def emit(self, obj):
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        from _pytest.runner import runtestprotocol
+
+        self.protocol = runtestprotocol
+        allowed = self.spec.get("killers")
+        allowed = None if allowed is None else set(allowed)
+        files = set(self.spec.get("killer_files") or ())
+        items = [i for i in session.items if allowed is None or i.nodeid in allowed
+                 or i.nodeid.partition("::")[0] in files]
+        covering, failed, t0 = self.stats_pass(items)
+        self.emit({"stats": {"tests": len(items), "failed": failed, "collected":
+                             len(session.items), "duration_s": round(time.monotonic() - t0, 3)}})
+        queue = list(self.spec["mutants"])
+        if self.spec.get("control"):
+            queue.insert(0, {"name": self.spec["control"], "function": self.spec["control"]
+                             .rpartition("__mutmut_")[0], "control": True})
+        self.run_mutants(queue, covering)
+        return True
+
+    def stats_pass(self, items):
+        t0 = time.monotonic()
+        self.adapter.activate("stats")
+        self.adapter.take_hits()
+        covering, failed = {}, []
+        for idx, item in enumerate(items):
+            nxt = items[idx + 1] if idx + 1 < len(items) else None
+            start = time.perf_counter()
+            reports = self.protocol(item, nextitem=nxt, log=False)
+            duration = time.perf_counter() - start
+            hits = self.adapter.take_hits()
+            if not all(r.passed for r in reports):
+                failed.append(item.nodeid)
+                continue
+            for fn in hits:
+                covering.setdefault(fn, []).append((duration, idx, item))
+        self.adapter.activate(None)
+        for tests in covering.values():
+            tests.sort(key=lambda t: (t[0], t[1]))
+        return covering, failed, t0
+
+    def run_mutants(self, queue, covering):
+        spec = self.spec
+        start = time.monotonic()
+        budget_end = start + float(spec["budget_s"])
+        running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
+        pending = list(queue)
+        while pending or running:
+            while pending and len(running) < int(spec["workers"]):
+                mutant = pending.pop(0)
+                tests = covering.get(mutant["function"], [])
+                if not tests:
+                    self.verdict(mutant, "no_tests", 0.0)
+                    continue
+                if time.monotonic() >= budget_end:
+                    self.verdict(mutant, "not_run", 0.0)
+                    continue
+                timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
+                           + float(spec["timeout_constant"])) * float(spec["contention"])
+                fd, pid = self.fork(mutant["name"], [t[2] for t in tests])
+                now = time.monotonic()
+                running[fd] = (pid, mutant, now, min(now + timeout, budget_end), timeout)
+            if not running:
+                continue
+            wait = max(0.0, min(r[3] for r in running.values()) - time.monotonic())
+            ready, _, _ = select.select(list(running), [], [], wait)
+            for fd in ready:
+                pid, mutant, started, _, timeout = running.pop(fd)
+                data = os.read(fd, 4096).decode("utf-8", "replace")
+                os.close(fd)
+                os.waitpid(pid, 0)
+                elapsed = time.monotonic() - started
+                if data.startswith("K "):
+                    self.verdict(mutant, "killed", elapsed, timeout, killer=data[2:])
+                elif data == "S":
+                    self.verdict(mutant, "survived", elapsed, timeout)
+                else:
+                    self.verdict(mutant, "crashed", elapsed, timeout)
+            now = time.monotonic()
+            for fd in [fd for fd, r in running.items() if r[3] <= now]:
+                pid, mutant, started, _, timeout = running.pop(fd)
+                self.kill(pid)
+                os.close(fd)
+                own = started + timeout <= now + 1e-3
+                self.verdict(mutant, "timeout" if own else "not_run", now - started, timeout)
+        self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
+
+    def fork(self, name, tests):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            verdict = ""
+            try:
+                os.close(r)
+                os.setpgid(0, 0)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                self.adapter.activate(name)
+                verdict = "S"
+                for j, item in enumerate(tests):
+                    nxt = tests[j + 1] if j + 1 < len(tests) else None
+                    if not all(rep.passed for rep in self.protocol(item, nextitem=nxt,
+                                                                    log=False)):
+                        verdict = "K " + item.nodeid
+                        break
+                os.write(w, verdict.encode("utf-8")[:4000])
+            finally:
+                os._exit(0)
+        os.close(w)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child did it first (or is gone already)
+        return r, pid
+
+    @staticmethod
+    def kill(pid):
+        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, 9)):
+            try:
+                target()
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+    def verdict(self, mutant, verdict, elapsed, timeout=None, killer=None):
+        key = "control" if mutant.get("control") else "mutant"
+        self.emit({key: mutant["name"], "verdict": verdict, "duration_s": round(elapsed, 4),
+                   "timeout_s": None if timeout is None else round(timeout, 3),
+                   "killer": killer})
+
+
+def main(spec_path):
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    sys.path.insert(0, harness_dir)
+    sys.path.append(spec["root"])
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MUTANT_UNDER_TEST"):
+        os.environ.pop(var, None)
+    import mutmut_adapter
+
+    mutmut_adapter.use_neutral_config()
+    with open(spec["out"], "w", encoding="utf-8") as out:
+        session = MutationSession(spec, mutmut_adapter, out)
+        session.emit({"started": {"pid": os.getpid()}})
+        code = pytest.main(spec["pytest_args"], plugins=[session])
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
