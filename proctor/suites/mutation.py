@@ -129,10 +129,11 @@ def contention(workers: int, cpus: float) -> float:
     return max(1.0, workers / max(cpus, 1e-3))
 
 
-def parse_runner_output(text: str) -> tuple[dict, dict[str, dict], dict | None, bool, bool]:
+def parse_runner_output(text: str
+                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None]:
     """The runner's JSONL: (stats, mutant name -> verdict line, control line or None,
-    started, done). Half-written lines are ignored."""
-    stats, verdicts, control, started, done = {}, {}, None, False, False
+    started, done line or None). Half-written lines are ignored."""
+    stats, verdicts, control, started, done = {}, {}, None, False, None
     for line in text.splitlines():
         try:
             obj = json.loads(line)
@@ -147,7 +148,7 @@ def parse_runner_output(text: str) -> tuple[dict, dict[str, dict], dict | None, 
         elif "control" in obj:
             control = obj
         elif "done" in obj:
-            done = True
+            done = obj["done"]
     return stats, verdicts, control, started, done
 
 
@@ -271,7 +272,10 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, prep_s: float) -> M
     if not started:
         return MutationResult(None, f"the mutation runner failed to start: "
                               f"{res.output[-300:].strip()}", ev, degraded=True)
-    if not done:
+    ev.details["timing"] = {"prepare_and_generate_s": round(prep_s, 3),
+                            "runner_s": round(res.duration_s, 3),
+                            "mutants_s": done["duration_s"] if done else None}
+    if done is None:
         note = "the mutation runner died before its end (the code under test killed it?)"
         return MutationResult(0.0, note, ev, degraded=True)
     if control is not None and control["verdict"] in KILLED:

@@ -14,7 +14,8 @@ survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``conten
    pass here may kill.
 2. One forked child per mutant (``workers`` at a time, each in its own process group):
    it activates the mutant and runs the tests covering its function, fastest first, stopping
-   at the first failure. Its verdict comes back on a pipe. Timeout per mutant:
+   at the first failure (:func:`first_failure`, no pytest reports). Its verdict comes back
+   on a pipe. Timeout per mutant:
    ``(timeout_factor * sum(covering durations) + timeout_constant) * contention`` seconds.
 
 Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
@@ -35,6 +36,32 @@ import time
 import pytest
 
 harness_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+def first_failure(items):
+    """Run ``items`` in order (setup, call, teardown), stopping at the first that raises;
+    return its id or None. What pytest's ``runtestprotocol`` does minus the reports: no
+    failure representation is built (formatting a mutant's failure can take longer than the
+    test), no hooks run. A skip is not a failure. Uses pytest 9's SetupState."""
+    from _pytest.outcomes import Skipped
+
+    state = items[0].session._setupstate if items else None
+    for j, item in enumerate(items):
+        nxt = items[j + 1] if j + 1 < len(items) else None
+        if hasattr(item, "_request") and not item._request:
+            item._initrequest()  # re-run of an item: what runtestprotocol does
+        try:
+            try:
+                state.setup(item)
+                item.runtest()
+            except Skipped:
+                pass
+            state.teardown_exact(nxt)
+        except Skipped:
+            pass
+        except BaseException:  # noqa: BLE001 - any exception, even SystemExit, kills
+            return item.nodeid
+    return None
 
 
 class MutationSession:
@@ -146,13 +173,8 @@ class MutationSession:
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
                 self.adapter.activate(name)
-                verdict = "S"
-                for j, item in enumerate(tests):
-                    nxt = tests[j + 1] if j + 1 < len(tests) else None
-                    if not all(rep.passed for rep in self.protocol(item, nextitem=nxt,
-                                                                    log=False)):
-                        verdict = "K " + item.nodeid
-                        break
+                failed = first_failure(tests)
+                verdict = "S" if failed is None else "K " + failed
                 os.write(w, verdict.encode("utf-8")[:4000])
             finally:
                 os._exit(0)

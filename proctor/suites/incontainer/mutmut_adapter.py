@@ -20,6 +20,7 @@ each file is rewritten in place with its mutants and one JSON object is printed:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import io
 import json
@@ -29,17 +30,13 @@ import sys
 import tempfile
 import tokenize
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 from mutmut import configuration
 from mutmut.mutation import trampoline
-from mutmut.mutation.file_mutation import (
-    combine_mutations_to_source,
-    create_mutations,
-    deep_replace,
-)
-from mutmut.mutation.trampoline_templates import mangle_function_name
+from mutmut.mutation.trampoline_templates import mangle_function_name, trampoline_imports
 from mutmut.state import state
+
+# libcst and mutmut's generator load in 0.4 s: imported by generate() only, so the test
+# runner (which needs activate / take_hits) does not pay for them.
 
 _PRAGMA = re.compile(r"no\s+mutate")
 
@@ -85,9 +82,11 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
-def _owners(module: cst.Module) -> dict[cst.FunctionDef, str | None]:
+def _owners(module):
     """Top-level functions and methods of top-level classes -> class name (mutmut's scope)."""
-    owners: dict[cst.FunctionDef, str | None] = {}
+    import libcst as cst
+
+    owners = {}
     for stmt in module.body:
         if isinstance(stmt, cst.FunctionDef):
             owners[stmt] = None
@@ -98,8 +97,7 @@ def _owners(module: cst.Module) -> dict[cst.FunctionDef, str | None]:
     return owners
 
 
-def _diff(path: str, module: cst.Module, func: cst.FunctionDef, start: int,
-          mutated: cst.FunctionDef) -> str:
+def _diff(path: str, module, func, start: int, mutated) -> str:
     before = module.code_for_node(func.with_changes(leading_lines=[])).splitlines()
     after = module.code_for_node(mutated.with_changes(leading_lines=[])).splitlines()
     out = [f"--- a/{path}", f"+++ b/{path}"]
@@ -112,16 +110,58 @@ def _diff(path: str, module: cst.Module, func: cst.FunctionDef, start: int,
     return "\n".join(out)
 
 
+def touched_statements(code: str, lines: set[int]) -> list[tuple[int, int]]:
+    """1-based inclusive line ranges (decorators included) of the top-level ``def`` and
+    ``class`` statements holding any of ``lines``: the only places mutmut makes mutants."""
+    spans = []
+    for node in ast.parse(code).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if any(start <= n <= node.end_lineno for n in lines):
+                spans.append((start, node.end_lineno))
+    return spans
+
+
 def generate(path: str, code: str, lines: set[int]) -> tuple[str, list[dict]]:
     """Mutants of ``code`` (the file at repo path ``path``) on ``lines`` only.
 
-    Returns (the trampolined source to write in place of the file, one dict per mutant as
-    in the module docstring). Raises RuntimeError when mutmut produced a mutant off
-    ``lines`` or names its mutants differently from what we expect (the hook broke).
+    Each top-level statement holding a changed line goes through mutmut on its own (its
+    text alone, line numbers shifted back), and mutmut's trampolined rendering replaces it
+    in the file; mutmut's import goes before the first one. Parsing only those statements
+    keeps generation proportional to the code the patch touched, not to the file.
+
+    Returns (the source to write in place of the file, one dict per mutant as in the module
+    docstring). Raises RuntimeError when mutmut produced a mutant off ``lines`` or renders
+    or names its mutants differently from what we expect (the hook broke).
     """
     code = strip_pragmas(code, lines)
+    src = code.splitlines(keepends=True)
+    out, infos, done = [], [], 0
+    for start, end in touched_statements(code, lines):
+        text = "".join(src[start - 1:end])
+        local = {n - start + 1 for n in lines if start <= n <= end}
+        body, found = _generate_statement(path, text, local, start - 1)
+        out.append("".join(src[done:start - 1]))
+        if found and not infos:
+            out.append(trampoline_imports.strip() + "\n")
+        out.append(body if found else text)
+        infos.extend(found)
+        done = end
+    out.append("".join(src[done:]))
+    return "".join(out), infos
+
+
+def _generate_statement(path: str, text: str, lines: set[int], shift: int
+                        ) -> tuple[str, list[dict]]:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+    from mutmut.mutation.file_mutation import (
+        combine_mutations_to_source,
+        create_mutations,
+        deep_replace,
+    )
+
     module, mutations, ignored_classes, ignored_functions = create_mutations(
-        path, code, covered_lines=set(lines))
+        path, text, covered_lines=set(lines))
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     owners = _owners(module)
     modname = module_name(path)
@@ -129,26 +169,32 @@ def generate(path: str, code: str, lines: set[int]) -> tuple[str, list[dict]]:
     for mut in mutations:
         func = mut.contained_by_top_level_function
         if func not in owners:
-            continue  # module-level code: mutmut has no trampoline for it
+            continue  # not in a function: mutmut has no trampoline for it
         line = positions[mut.original_node].start.line
         if line not in lines:
-            raise RuntimeError(f"mutmut hook broken: mutant on line {line} of {path}, "
-                               f"asked for {sorted(lines)}")
+            raise RuntimeError(f"mutmut hook broken: mutant on line {line + shift} of {path}, "
+                               f"asked for {sorted(n + shift for n in lines)}")
         mangled = mangle_function_name(name=func.name.value, class_name=owners[func])
         counter[func] = counter.get(func, 0) + 1
         kept.append(mut)
         mutated = deep_replace(func, mut.original_node, mut.mutated_node)
         infos.append({
-            "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": path, "line": line,
-            "function": f"{modname}.{mangled}",
-            "diff": _diff(path, module, func, positions[func].start.line, mutated),
+            "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": path,
+            "line": line + shift, "function": f"{modname}.{mangled}",
+            "diff": _diff(path, module, func, positions[func].start.line + shift, mutated),
         })
+    if not kept:
+        return text, []
     result = combine_mutations_to_source(module, kept, ignored_classes, ignored_functions)
     expected = {i["name"].rpartition(".")[2] for i in infos}
     if set(result.mutant_names) != expected:
         raise RuntimeError(f"mutmut hook broken: mutmut named {sorted(result.mutant_names)}, "
                            f"expected {sorted(expected)}")
-    return result.code, infos
+    head, sep, body = result.code.partition(trampoline_imports.strip())
+    if not sep or head.strip():
+        raise RuntimeError("mutmut hook broken: the rendering does not start with "
+                           f"{trampoline_imports.strip()!r}")
+    return body.lstrip("\n"), infos
 
 
 def activate(name: str | None) -> None:
@@ -180,7 +226,9 @@ def main(argv: list[str]) -> int:
             with open(full, encoding="utf-8") as fh:
                 code = fh.read()
             new_code, infos = generate(path, code, set(lines))
-        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError) as exc:
+        except RuntimeError:
+            raise  # the hook broke: fail loudly (the step is then degraded)
+        except Exception as exc:  # noqa: BLE001 - unreadable or unparsable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
             continue
         if infos:
