@@ -72,12 +72,15 @@ def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
     return sorted(out)
 
 
+def under(path: str, roots: list[str]) -> bool:
+    """``path`` is one of ``roots`` or inside one (directory prefix, not string prefix)."""
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
 def is_test_path(path: str, test_paths: list[str]) -> bool:
     """A test file: named like one, or at/under a public or hidden test path."""
     name = PurePosixPath(path).name
-    if any(fnmatch(name, pat) for pat in TEST_FILE_PATTERNS):
-        return True
-    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in test_paths)
+    return any(fnmatch(name, pat) for pat in TEST_FILE_PATTERNS) or under(path, test_paths)
 
 
 def changed_source_lines(summary: PatchSummary, sources: list[str], test_paths: list[str]
@@ -86,8 +89,8 @@ def changed_source_lines(summary: PatchSummary, sources: list[str], test_paths: 
     ``.py`` files at or under a source path, excluding test files. Pure."""
     out = {}
     for path, lines in summary.added_line_numbers.items():
-        in_sources = any(path == s or path.startswith(s.rstrip("/") + "/") for s in sources)
-        if lines and path.endswith(".py") and in_sources and not is_test_path(path, test_paths):
+        if (lines and path.endswith(".py") and under(path, sources)
+                and not is_test_path(path, test_paths)):
             out[path] = sorted(lines)
     return out
 
@@ -96,7 +99,7 @@ def agent_test_files(summary: PatchSummary, test_paths: list[str]) -> list[str]:
     """Test files the patch added or edited outside the trusted test paths. Pure."""
     kinds = {"modified", "added", "rename_to", "copy_to"}
     out = {t.path for t in summary.touched if t.kind in kinds and t.path.endswith(".py")
-           and is_test_path(t.path, []) and not is_test_path(t.path, test_paths)
+           and is_test_path(t.path, []) and not under(t.path, test_paths)
            and PurePosixPath(t.path).name != "conftest.py"}
     return sorted(out)
 
