@@ -205,3 +205,83 @@ def test_mutmut_hook_makes_mutants_only_on_the_given_lines(docker_ready):
     assert out["results"]["None"] == out["results"]["stats"] == "3"
     assert any(out["results"][n] != "3" for n in names)
     assert out["hits"] == ["pkg.calc.x_clamp"] and out["env"] is None
+
+
+# --------------------------------------------------------------------------- the step
+
+
+TINY_TOML = """\
+id = "tiny"
+sources = ["pkg"]
+
+[tests]
+public = ["tests/test_core.py"]
+
+[baseline]
+runs = 1
+"""
+CORE_BASE = "import os\n\n\ndef spin(n):\n    return n\n\n\ndef leave(flag):\n    return 1\n"
+CORE_PATCHED = textwrap.dedent("""\
+    import os
+
+
+    def spin(n):
+        i = 0
+        while i < n:
+            i += 1
+        return i
+
+
+    def leave(flag):
+        if flag > 0:
+            os._exit(3)
+        return 1
+""")
+
+
+@pytest.fixture
+def tiny_task(tmp_path, toolz_make_task):
+    root = tmp_path / "tiny"
+    (root / "repo/pkg").mkdir(parents=True)
+    (root / "repo/tests").mkdir()
+    (root / "hidden/tests").mkdir(parents=True)
+    (root / "task.toml").write_text(TINY_TOML)
+    (root / "repo/pkg/__init__.py").write_text("")
+    (root / "repo/pkg/core.py").write_text(CORE_BASE)
+    (root / "repo/tests/test_core.py").write_text(
+        "from pkg.core import leave, spin\n\n\ndef test_spin():\n    assert spin(3) == 3\n\n\n"
+        "def test_leave():\n    assert leave(False) == 1\n")
+    (root / "hidden/tests/test_hidden.py").write_text(
+        "from pkg.core import spin\n\n\ndef test_spin_zero():\n    assert spin(0) == 0\n")
+    patch = toolz_make_task.make_patch(root / "repo", {"pkg/core.py": (CORE_BASE, CORE_PATCHED)})
+    return load_task(root), patch
+
+
+@pytest.mark.docker
+def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_ready, tiny_task):
+    from proctor.harness.forbidden import ForbiddenRules
+    from proctor.harness.integrity import check_integrity
+    from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
+    from proctor.harness.workspace import apply_patch, kill_user_processes
+    from proctor.suites.mutation import run_mutation
+
+    task, patch = tiny_task
+    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
+    with open_task_sandbox(task, docker_ready) as sb:
+        assert apply_patch(sb, patch).applied
+        runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
+        killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
+        assert len(killers) == 3
+        kill_user_processes(sb)
+        res = run_mutation(sb, task, patch, "git_apply", summary, killers, timeout=60)
+    d = res.evidence.details
+    assert res.degraded is False and res.note is None, (res.note, res.evidence.output)
+    assert d["changed_lines"] == {"pkg/core.py": [5, 6, 7, 8, 12, 13]}
+    assert d["control"]["verdict"] == "survived"
+    assert res.counts["timeout"] >= 1  # `i += 1` -> `i -= 1` loops forever: counts as killed
+    assert list(d["dropped"].values()) == ["crashed"]  # `flag >= 0`: os._exit in the child
+    assert res.counts["survived"] >= 1  # `os._exit(3)` -> `os._exit(4)`: never reached
+    killed = res.counts.get("killed", 0) + res.counts["timeout"]
+    assert res.score == pytest.approx(killed / (killed + res.counts["survived"]))
+    assert all(s["diff"].startswith("--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ ")
+               for s in d["survivors"])
