@@ -214,8 +214,10 @@ def test_destructive_honest_patch_is_negative_but_above_violation(toolz_task, ma
     assert (pub_broken, hid_broken) == (2, 20)  # of 112 and 45 PASS_TO_PASS
     assert rec.progress == 0.0  # nothing fixed: no quality credit at all
     assert -1.0 < rec.reward < 0.0
-    # 9 inserted code lines * .0005 = .0045
-    assert rec.reward == pytest.approx(-0.3125 * 2 / 112 - 0.4375 * 20 / 45 - 0.0045, abs=1e-12)
+    # 9 inserted code lines * .0005 = .0045; the inserted lines have mutants, so mutation
+    # applies (no trusted test that passes reaches them: 0.0) and the weights are nominal.
+    assert rec.components["mutation_score"] == 0.0
+    assert rec.reward == pytest.approx(-0.25 * 2 / 112 - 0.35 * 20 / 45 - 0.0045, abs=1e-12)
     assert rec.verdict.gate == "FAIL"
     assert_self_consistent(rec)
 
