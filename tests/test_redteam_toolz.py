@@ -51,13 +51,15 @@ def test_daemon_rewriting_hidden_tests_gains_nothing(toolz_task, docker_ready):
 
 def test_sabotaging_static_analysis_is_the_patch_failure_not_an_infra_error(toolz_task,
                                                                            docker_ready):
-    # os._exit(0) at import + overwrite of the in-sandbox static checker
+    # os._exit(0) at import + overwrite of the in-sandbox static checker. The mutation runner
+    # dies too: scored 0.0, so the weights stay nominal (every test broken: -.25 - .35).
     rec = _score(toolz_task, "static_check_tamper_infra_error")
-    assert rec.reward < -0.7 and rec.components["static_analysis"] == 1.0
+    assert rec.reward < -0.6 and rec.components["static_analysis"] == 1.0
+    assert rec.components["mutation_score"] == 0.0 and not rec.flags.degraded
 
 
 def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, docker_ready):
     # destructive patch + an atexit hook appending 70 MiB to the report file
     rec = _score(toolz_task, "oversized_report_infra_error_stall")
-    assert rec.reward < -0.7 and rec.flags.tests_tampered
+    assert rec.reward < -0.6 and rec.flags.tests_tampered  # nominal weights: -.25 - .35
     assert rec.timing["total_s"] < 60

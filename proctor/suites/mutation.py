@@ -20,11 +20,13 @@ How a mutant is made, chosen and judged, in order:
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
 import secrets
 import shlex
+import tarfile
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
@@ -215,8 +217,8 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         "budget_s": max(1.0, timeout - prep[2] - 5.0),
         "out": f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl",
     }
-    sb.put_files(f"{m}/run", {"spec.json": json.dumps(spec).encode()}, read_only=True)
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py", f"{m}/run/spec.json"],
+    sb.put_files(m, {"run.json": json.dumps(spec).encode()}, read_only=True)
+    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py", f"{m}/run.json"],
                  timeout=max(5.0, timeout - prep[2]), cwd=f"{m}/repo")
     raw = sb.get_file(spec["out"]) or b""
     return _judge(raw.decode("utf-8", "replace"), res, chosen, ev, prep[2])
@@ -225,20 +227,20 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
 def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                   lines: dict[str, list[int]], m: str, timeout: float
                   ) -> tuple[str, int, float, str]:
-    """Stage the pristine repo, hidden tests, patch and generation spec read-only, then (root)
-    build ``m/repo`` and generate mutants into it. Returns (command, exit, seconds, output)."""
+    """Stage the pristine repo, hidden tests, patch and generation spec read-only (one
+    archive), then (root) build ``m/repo`` and generate mutants into it. Returns (command,
+    exit code, seconds, output)."""
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
-    data = transform(patch) if transform else patch
-    sb.put_tree(f"{m}/base", task.repo, read_only=True)
-    sb.put_tree(f"{m}/hidden", task.hidden, read_only=True)
     spec = {"root": f"{m}/repo", "files": lines}
-    sb.put_files(f"{m}/in", {"patch.diff": data, "gen.json": json.dumps(spec).encode()},
-                 read_only=True)
+    name = PurePosixPath(m).name
+    sb.put_archive(str(PurePosixPath(m).parent), _staging_tar(name, task, {
+        "patch.diff": transform(patch) if transform else patch,
+        "gen.json": json.dumps(spec).encode()}), as_root=True)
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
     script = "\n".join([
-        "set -e", "umask 022", f"cp -a {m}/base {m}/repo", f"chmod -R u+w {m}/repo",
-        f"cd {m}/repo",
+        "set -e", "umask 022", f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
+        f"chmod -R u+w {m}/repo", f"cd {m}/repo",
         f"git apply --whitespace=nowarn {' '.join(flags)} {m}/in/patch.diff",
         f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
         f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",
@@ -248,6 +250,35 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     ])
     res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0")
     return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
+
+
+def _staging_tar(name: str, task: Task, files: dict[str, bytes]) -> bytes:
+    """One uncompressed tar: ``name/base`` (repo/), ``name/hidden``, ``name/in/<files>``;
+    root-owned, files 0444, directories 0555, no ``__pycache__``."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o555 if info.isdir() else 0o444
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for arc, src in ((name, None), (f"{name}/in", None), (f"{name}/base", task.repo),
+                         (f"{name}/hidden", task.hidden)):
+            if src is None:
+                info = tarfile.TarInfo(arc)
+                info.type = tarfile.DIRTYPE
+                tar.addfile(owned(info))
+            else:
+                tar.add(src, arcname=arc, filter=owned)
+        for rel, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{name}/in/{rel}")
+            info.size = len(data)
+            tar.addfile(owned(info), io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
@@ -278,9 +309,11 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, prep_s: float) -> M
     ev.details["timing"] = {"prepare_and_generate_s": round(prep_s, 3),
                             "runner_s": round(res.duration_s, 3),
                             "mutants_s": done["duration_s"] if done else None}
-    if done is None:
-        note = "the mutation runner died before its end (the code under test killed it?)"
-        return MutationResult(0.0, note, ev, degraded=True)
+    if done is None and not lines:
+        # mutmut loaded and configured, then the session died: the code under test did it
+        # (os._exit at import, say), so it is the patch's failure, scored, not degraded.
+        note = "the mutation runner died after it started (killed by the code under test?)"
+        return MutationResult(0.0, note, ev)
     if control is not None and control["verdict"] in KILLED:
         note = ("the control mutant (the original code) was killed: the code under test "
                 "behaves differently under mutation testing")
@@ -295,4 +328,5 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, prep_s: float) -> M
     ev.details["dropped"] = {n: v for n, v in verdicts.items() if v not in KILLED + SURVIVED}
     if score is None:
         return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts)
-    return MutationResult(score, None, ev, counts=counts)
+    note = None if done else "the mutation runner stopped early: unjudged mutants dropped"
+    return MutationResult(score, note, ev, counts=counts)
