@@ -27,6 +27,8 @@ import re
 import secrets
 import shlex
 import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
@@ -174,7 +176,6 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     Never raises for the patch's faults; InfraError (from the sandbox) when the container
     fails. mutmut failing to start gives ``score=None`` and ``degraded=True``.
     """
-    cfg = task.config.mutation
     test_paths = [*task.config.tests.public, *task.hidden_files]
     lines = changed_source_lines(summary, task.config.sources, test_paths)
     ev = Evidence(command="mutmut (changed lines)", details={"changed_lines": lines})
@@ -182,8 +183,37 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         return MutationResult(None, "no source line added or changed in the task's sources",
                               ev)
     m = f"/proctor/m-{secrets.token_hex(6)}"
+    out = f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl"
+    t0 = time.monotonic()
+    # The runner starts now (interpreter, pytest, mutmut's trampoline) and waits for its
+    # spec while the generation runs as root: the two overlap on the sandbox's CPUs.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        runner = pool.submit(sb.run, [PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py",
+                                      f"{m}/run.json", out], timeout=timeout, cwd="/")
+        spec: dict = {"abort": "harness error"}
+        try:
+            result, chosen, spec = _generate(sb, task, patch, strategy, summary, killers, lines,
+                                             m, ev, workers, cpus, timeout)
+        finally:  # the runner waits for a spec: always give it one, even to abort
+            sb.put_files(m, {"run.json": json.dumps(spec).encode()}, read_only=True)
+        res = runner.result()
+    if result is not None:
+        return result
+    raw = sb.get_file(out) or b""
+    return _judge(raw.decode("utf-8", "replace"), res, chosen, ev, time.monotonic() - t0)
+
+
+def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+              summary: PatchSummary, killers: list[str], lines: dict[str, list[int]], m: str,
+              ev: Evidence, workers: int, cpus: float, timeout: float
+              ) -> tuple[MutationResult | None, list[dict], dict]:
+    """Copy, generate, choose. Returns (a final result when there is nothing to run, the
+    chosen mutants, the runner's spec or ``{"abort": why}``)."""
+    cfg = task.config.mutation
+    test_paths = [*task.config.tests.public, *task.hidden_files]
     prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout)
     ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
+    ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
     gen = sb.get_file(f"{m}/gen.json")
     try:
         generated = json.loads(gen.decode("utf-8")) if gen else None
@@ -191,13 +221,14 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         generated = None
     if prep[1] != 0 or generated is None:
         ev.output = prep[3][-4000:]
-        return MutationResult(None, f"mutmut failed to start: {prep[3][-300:].strip()}", ev,
-                              degraded=True)
+        why = f"mutmut failed to start: {prep[3][-300:].strip()}"
+        return MutationResult(None, why, ev, degraded=True), [], {"abort": why}
     mutants = generated["mutants"]
     ev.details["generation_errors"] = generated["errors"]
     if not mutants:
         why = "; ".join(generated["errors"]) or "module-level code, deletions or unmutable lines"
-        return MutationResult(None, f"no mutants on the changed lines ({why})", ev)
+        why = f"no mutants on the changed lines ({why})"
+        return MutationResult(None, why, ev), [], {"abort": why}
     chosen = select_mutants(mutants, cfg.max_mutants, cfg.seed)
     agent = agent_test_files(summary, test_paths) if "agent" in cfg.killers else []
     agent_ok, screened = _screen_agent_tests(sb, f"{m}/repo", agent)
@@ -215,13 +246,8 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         "control": control, "workers": workers, "timeout_factor": TIMEOUT_FACTOR,
         "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
         "budget_s": max(1.0, timeout - prep[2] - 5.0),
-        "out": f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl",
     }
-    sb.put_files(m, {"run.json": json.dumps(spec).encode()}, read_only=True)
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py", f"{m}/run.json"],
-                 timeout=max(5.0, timeout - prep[2]), cwd=f"{m}/repo")
-    raw = sb.get_file(spec["out"]) or b""
-    return _judge(raw.decode("utf-8", "replace"), res, chosen, ev, prep[2])
+    return None, chosen, spec
 
 
 def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
@@ -297,18 +323,17 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
     return ok, out
 
 
-def _judge(text: str, res, chosen: list[dict], ev: Evidence, prep_s: float) -> MutationResult:
+def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> MutationResult:
     stats, lines, control, started, done = parse_runner_output(text)
     ev.command = res.command
-    ev.exit_code, ev.duration_s = res.exit_code, round(prep_s + res.duration_s, 3)
+    ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
     ev.output = res.output[-4000:]
     ev.details.update(stats=stats, control=control)
     if not started:
         return MutationResult(None, f"the mutation runner failed to start: "
                               f"{res.output[-300:].strip()}", ev, degraded=True)
-    ev.details["timing"] = {"prepare_and_generate_s": round(prep_s, 3),
-                            "runner_s": round(res.duration_s, 3),
-                            "mutants_s": done["duration_s"] if done else None}
+    ev.details["timing"].update(runner_s=round(res.duration_s, 3),
+                                mutants_s=done["duration_s"] if done else None)
     if done is None and not lines:
         # mutmut loaded and configured, then the session died: the code under test did it
         # (os._exit at import, say), so it is the patch's failure, scored, not degraded.

@@ -1,13 +1,14 @@
 """Run mutants against the trusted tests in one pytest session, inside the sandbox.
 
-``python -I -B mutation_runner.py SPEC.json``, as the sandbox user, in the throw-away copy
-that ``mutmut_adapter.py generate`` rewrote. SPEC (written by proctor/suites/mutation.py):
+``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user. It loads pytest
+and mutmut's trampoline, then waits for SPEC (written by proctor/suites/mutation.py once
+``mutmut_adapter.py generate`` has rewritten the throw-away copy; ``{"abort": why}`` ends it):
 ``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
 (test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
 every test may kill), ``mutants`` (``[{"name",
 "function"}]``), ``control`` (a mutant name that selects no mutant: the original code must
 survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``contention`` (>= 1),
-``budget_s``, ``out`` (JSONL path).
+``budget_s``. Verdicts go to OUT, one JSON object a line.
 
 1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
    ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
@@ -204,23 +205,39 @@ class MutationSession:
                    "killer": killer})
 
 
-def main(spec_path):
-    with open(spec_path, encoding="utf-8") as fh:
-        spec = json.load(fh)
+def wait_for_spec(path, limit_s=600.0):
+    """The spec, once the harness has written it (generation runs meanwhile)."""
+    end = time.monotonic() + limit_s
+    while True:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):  # not there yet, or still being written
+            if time.monotonic() > end:
+                raise SystemExit(f"no spec at {path} after {limit_s:g} s") from None
+            time.sleep(0.002)
+
+
+def main(spec_path, out_path):
     sys.path.insert(0, harness_dir)
-    sys.path.append(spec["root"])
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MUTANT_UNDER_TEST"):
         os.environ.pop(var, None)
     import mutmut_adapter
 
     mutmut_adapter.use_neutral_config()
-    with open(spec["out"], "w", encoding="utf-8") as out:
+    with open(out_path, "w", encoding="utf-8") as out:
+        out.write(json.dumps({"started": {"pid": os.getpid()}}) + "\n")
+        out.flush()
+        spec = wait_for_spec(spec_path)
+        if "abort" in spec:
+            return 0
+        sys.path.append(spec["root"])
+        os.chdir(spec["root"])
         session = MutationSession(spec, mutmut_adapter, out)
-        session.emit({"started": {"pid": os.getpid()}})
         code = pytest.main(spec["pytest_args"], plugins=[session])
     return int(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], sys.argv[2]))
