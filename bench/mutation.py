@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import os
 import re
 import statistics
 import subprocess
@@ -90,7 +91,7 @@ def mutmut_reference(sb, task, hidden_root: str, cpus: float) -> tuple[float, in
     sb.put_files("/tmp/mmref-in", {"mutmut.toml": conf.encode()})
     script = ("set -e; rm -rf /tmp/mmref; cp -a /work/repo /tmp/mmref; cd /tmp/mmref; "
               "cat /tmp/mmref-in/mutmut.toml >> pyproject.toml; "
-              f"cp -a {hidden_root}/. /tmp/mmref/; "
+              f"cp -r {hidden_root}/. /tmp/mmref/; chmod -R u+w /tmp/mmref; "
               f"/opt/proctor/venv/bin/mutmut run --max-children {max(1, int(cpus))} 2>&1 "
               "| tail -c 600")
     t = time.monotonic()
@@ -128,7 +129,9 @@ def main() -> int:
         full = timed(sb, whole_task, patch, whole, killers, args.cpus, timeout=1200)
         ref = None if args.skip_mutmut else mutmut_reference(sb, task, hidden_root, args.cpus)
 
-    print(f"task {task.id}, image {image}, {args.cpus:g} CPUs, workers {int(args.cpus)}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"task {task.id}, image {image}, {args.cpus:g} CPUs, workers {int(args.cpus)}, "
+          f"host load average {load} (other work on the machine inflates every figure)")
     wall = statistics.median(w for w, _, _ in changed)
     n = changed[0][1]
     score = changed[0][2].score
