@@ -214,11 +214,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout)
     ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
     ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
-    gen = sb.get_file(f"{m}/gen.json")
-    try:
-        generated = json.loads(gen.decode("utf-8")) if gen else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        generated = None
+    generated = _generated(sb, prep[3], m)
     if prep[1] != 0 or generated is None:
         ev.output = prep[3][-4000:]
         why = f"mutmut failed to start: {prep[3][-300:].strip()}"
@@ -272,10 +268,26 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",
         f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
         f" > {m}/gen.json",
-        f"chmod -R a-w {m}/repo",
+        f"chmod -R a-w {m}/repo", f"cat {m}/gen.json",
     ])
     res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0")
     return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
+
+
+def _generated(sb: Sandbox, output: str, m: str) -> dict | None:
+    """The generator's JSON: the last line of the root script's output (no extra round
+    trip), or the file it wrote when the output was cut at the cap; None if unreadable."""
+    for text in (output.rstrip().rpartition("\n")[2], None):
+        if text is None:
+            raw = sb.get_file(f"{m}/gen.json")
+            text = raw.decode("utf-8", "replace") if raw else ""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "mutants" in data:
+            return data
+    return None
 
 
 def _staging_tar(name: str, task: Task, files: dict[str, bytes]) -> bytes:
