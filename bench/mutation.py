@@ -137,6 +137,10 @@ def main() -> int:
     score = changed[0][2].score
     print(f"changed lines  : {n} mutants, step wall median {wall:.3f} s over {args.repeats} "
           f"runs ({n / wall:.1f} mutants/s), score {score}")
+    target = FIXED_S + PER_MUTANT_S * n
+    print(f"                 target 1 s + 30 ms x {n} = {target:.3f} s: "
+          f"{'met' if wall <= target else 'NOT met'} (runs: "
+          f"{', '.join(f'{w:.3f}' for w, _, _ in changed)} s)")
     t = changed[0][2].evidence.details.get("timing", {})
     print(f"                 prepare+generate {t.get('prepare_and_generate_s')} s, "
           f"runner {t.get('runner_s')} s (mutant loop {t.get('mutants_s')} s)")
@@ -146,11 +150,14 @@ def main() -> int:
           f"score {fres.score:.3f} [proctor runner, every line of {MODULE}]")
     print(f"                 prepare+generate {ft.get('prepare_and_generate_s')} s, "
           f"runner {ft.get('runner_s')} s (mutant loop {ft.get('mutants_s')} s)")
+    if ft.get("mutants_s"):
+        print(f"                 mutant loop per mutant: {ft['mutants_s'] / fn * 1000:.1f} ms "
+              f"(verdicts {fres.counts})")
     if fn > n:
         per = (fw - wall) / (fn - n)
         fixed = wall - per * n
         ok = fixed <= FIXED_S and per <= PER_MUTANT_S
-        print(f"fit            : {fixed:.3f} s fixed + {per * 1000:.1f} ms per mutant (target "
+        print(f"two-point fit  : {fixed:.3f} s fixed + {per * 1000:.1f} ms per mutant (target "
               f"<= {FIXED_S:g} s + {PER_MUTANT_S * 1000:g} ms: {'met' if ok else 'NOT met'})")
     if ref is not None:
         rw, rn, tail = ref
