@@ -285,3 +285,19 @@ def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_
     assert res.score == pytest.approx(killed / (killed + res.counts["survived"]))
     assert all(s["diff"].startswith("--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ ")
                for s in d["survivors"])
+
+
+def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
+    import importlib.util
+
+    from proctor.suites.pytest_runner import INCONTAINER
+
+    spec = importlib.util.spec_from_file_location("mutation_runner_t",
+                                                  INCONTAINER / "mutation_runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    covering = {"pkg.mod.x_f": [1], "other.x_f": [2], "pkg.mod.x_g": [3]}
+    assert runner.resolve("pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("lib.pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("mod.x_g", covering) == "pkg.mod.x_g"
+    assert runner.resolve("nowhere.x_h", covering) == "nowhere.x_h"

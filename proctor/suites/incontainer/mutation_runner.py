@@ -39,6 +39,19 @@ import pytest
 harness_dir = os.path.dirname(os.path.abspath(__file__))
 
 
+def resolve(function, covering):
+    """The trampoline's own key for ``function`` (``module.x_func``): itself, or the one hit
+    whose module differs only by a leading package path (``src.pkg.m`` vs ``pkg.m``, a
+    layout the harness guessed wrong); the mutant is then activated under that module."""
+    if function in covering:
+        return function
+    module, _, mangled = function.rpartition(".")
+    hits = [k for k in covering if k.rpartition(".")[2] == mangled and (
+        module.endswith("." + k.rpartition(".")[0]) or k.rpartition(".")[0].endswith(
+            "." + module))]
+    return hits[0] if len(hits) == 1 else function
+
+
 def first_failure(items):
     """Run ``items`` in order (setup, call, teardown), stopping at the first that raises;
     return its id or None. What pytest's ``runtestprotocol`` does minus the reports: no
@@ -125,7 +138,8 @@ class MutationSession:
         while pending or running:
             while pending and len(running) < int(spec["workers"]):
                 mutant = pending.pop(0)
-                tests = covering.get(mutant["function"], [])
+                key = resolve(mutant["function"], covering)
+                tests = covering.get(key, [])
                 if not tests:
                     self.verdict(mutant, "no_tests", 0.0)
                     continue
@@ -134,7 +148,8 @@ class MutationSession:
                     continue
                 timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
                            + float(spec["timeout_constant"])) * float(spec["contention"])
-                fd, pid = self.fork(mutant["name"], [t[2] for t in tests])
+                name = key + mutant["name"][len(mutant["function"]):]
+                fd, pid = self.fork(name, [t[2] for t in tests])
                 now = time.monotonic()
                 running[fd] = (pid, mutant, now, min(now + timeout, budget_end), timeout)
             if not running:
