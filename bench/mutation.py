@@ -116,7 +116,8 @@ def main() -> int:
     patch = extra_branch_patch(mk, task)
     summary = summary_of(task, patch)
     lines = (task.repo / MODULE).read_text().count("\n")
-    whole = dataclasses.replace(summary, added_line_numbers={MODULE: list(range(1, lines + 1))})
+    # every line of the patched module (longer than the base one: pad generously)
+    whole = dataclasses.replace(summary, added_line_numbers={MODULE: list(range(1, lines + 100))})
     whole_task = task.model_copy(update={"config": task.config.model_copy(
         update={"mutation": MutationConfig(max_mutants=10_000)})})
     with open_task_sandbox(task, image, Limits(cpus=args.cpus)) as sb:
