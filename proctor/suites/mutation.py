@@ -237,6 +237,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                         "-p", "pytest_timeout", "-p", "no:cacheprovider",
                         f"--timeout={task.config.timeouts.per_test:g}",
                         "--import-mode=prepend", "-q", "-s", "--no-header", "--color=no",
+                        "--assert=plain",  # verdicts need no assertion introspection
                         *task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
         "control": control, "workers": workers, "timeout_factor": TIMEOUT_FACTOR,
