@@ -90,9 +90,10 @@ def test_runner_output_parsing_ignores_half_lines():
         '{"started": {"pid": 1}}', '{"stats": {"tests": 3}}',
         '{"control": "m.x_f__mutmut_cab", "verdict": "survived"}',
         '{"mutant": "m.x_f__mutmut_1", "verdict": "killed"}', '{"done": {"duration_s": 0.1}}',
-        '{"mutant": "m.x_f__mu'])
-    stats, verdicts, control, started, done = parse_runner_output(text)
+        '{"output": "no tests ran"}', '{"mutant": "m.x_f__mu'])
+    stats, verdicts, control, started, done, output = parse_runner_output(text)
     assert stats == {"tests": 3} and started and done == {"duration_s": 0.1}
+    assert output == "no tests ran"
     assert list(verdicts) == ["m.x_f__mutmut_1"] and control["verdict"] == "survived"
 
 

@@ -137,10 +137,10 @@ def contention(workers: int, cpus: float) -> float:
 
 
 def parse_runner_output(text: str
-                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None]:
+                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None, str]:
     """The runner's JSONL: (stats, mutant name -> verdict line, control line or None,
-    started, done line or None). Half-written lines are ignored."""
-    stats, verdicts, control, started, done = {}, {}, None, False, None
+    started, done line or None, the session's output tail). Other lines are ignored."""
+    stats, verdicts, control, started, done, output = {}, {}, None, False, None, ""
     for line in text.splitlines():
         try:
             obj = json.loads(line)
@@ -156,7 +156,9 @@ def parse_runner_output(text: str
             control = obj
         elif "done" in obj:
             done = obj["done"]
-    return stats, verdicts, control, started, done
+        elif "output" in obj:
+            output = obj["output"]
+    return stats, verdicts, control, started, done, output
 
 
 # --------------------------------------------------------------------------- sandbox shell
@@ -199,8 +201,10 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         res = runner.result()
     if result is not None:
         return result
-    raw = sb.get_file(out) or b""
-    return _judge(raw.decode("utf-8", "replace"), res, chosen, ev, time.monotonic() - t0)
+    text = res.output
+    if res.truncated or parse_runner_output(text)[4] is None:
+        text = (sb.get_file(out) or b"").decode("utf-8", "replace")
+    return _judge(text, res, chosen, ev, time.monotonic() - t0)
 
 
 def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
@@ -337,10 +341,10 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
 
 
 def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> MutationResult:
-    stats, lines, control, started, done = parse_runner_output(text)
+    stats, lines, control, started, done, output = parse_runner_output(text)
     ev.command = res.command
     ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
-    ev.output = res.output[-4000:]
+    ev.output = output or res.output[-4000:]
     ev.details.update(stats=stats, control=control)
     if not started:
         return MutationResult(None, f"the mutation runner failed to start: "

@@ -249,8 +249,22 @@ def main(spec_path, out_path):
             return 0
         sys.path.append(spec["root"])
         os.chdir(spec["root"])
+        real_stdout = os.dup(1)
+        log = f"{out_path}.log"
+        with open(log, "wb") as fh:  # the session's own output goes to a side file
+            os.dup2(fh.fileno(), 1)
+            os.dup2(fh.fileno(), 2)
         session = MutationSession(spec, mutmut_adapter, out)
         code = pytest.main(spec["pytest_args"], plugins=[session])
+    # The verdicts, then the session's output tail, on the real stdout: the harness reads
+    # them from the command's output (OUT is the fallback when that is cut at its cap).
+    with open(out_path, "rb") as fh:
+        data = fh.read()
+    with open(log, "rb") as fh:
+        tail = fh.read()[-4000:].decode("utf-8", "replace")
+    data += (json.dumps({"output": tail}) + "\n").encode()
+    while data:
+        data = data[os.write(real_stdout, data):]
     return int(code)
 
 
