@@ -74,6 +74,7 @@ def test_score_timeouts_kill_untested_survive_crashes_dropped():
     assert score == 0.5
     assert counts == {"killed": 1, "timeout": 1, "survived": 1, "no_tests": 1, "crashed": 1,
                       "not_run": 1}
+    assert score_verdicts({"a": "killed", "g": "unjudged"})[0] == 0.5  # the runner died
     assert score_verdicts({"e": "crashed"})[0] is None
     assert score_verdicts({})[0] is None
 

@@ -49,7 +49,7 @@ TIMEOUT_CONSTANT_S = 1.0
 #: mutation testing instead of testing behaviour.
 SENSING = re.compile(r"environ|getenv|MUTANT_UNDER_TEST|mutmut|_getframe|\binspect\b|"
                      r"f_back|f_locals|f_globals|__code__|sys\.modules|\bgc\b|trampoline")
-KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests")
+KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged")
 
 
 @dataclass
@@ -121,8 +121,9 @@ def select_mutants(mutants: list[dict], k: int, seed: int) -> list[dict]:
 
 def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
     """(killed / (killed + survived), counts per verdict). ``timeout`` counts as killed,
-    ``no_tests`` as survived; ``crashed`` and ``not_run`` are dropped. None when nothing
-    was judged. Pure."""
+    ``no_tests`` and ``unjudged`` (the runner died before reaching it) as survived;
+    ``crashed`` and ``not_run`` (budget spent) are dropped. None when nothing was judged.
+    Pure."""
     counts: dict[str, int] = {}
     for v in verdicts.values():
         counts[v] = counts.get(v, 0) + 1
@@ -361,6 +362,8 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> M
                 "behaves differently under mutation testing")
         return MutationResult(0.0, note, ev)
     verdicts = {name: line["verdict"] for name, line in lines.items()}
+    if done is None:  # the session died midway: what it did not judge is not killed
+        verdicts |= {x["name"]: "unjudged" for x in chosen if x["name"] not in verdicts}
     score, counts = score_verdicts(verdicts)
     by_name = {x["name"]: x for x in chosen}
     ev.details["verdicts"] = counts
@@ -370,5 +373,5 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> M
     ev.details["dropped"] = {n: v for n, v in verdicts.items() if v not in KILLED + SURVIVED}
     if score is None:
         return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts)
-    note = None if done else "the mutation runner stopped early: unjudged mutants dropped"
+    note = None if done else "the mutation runner died midway: unjudged mutants survive"
     return MutationResult(score, note, ev, counts=counts)
