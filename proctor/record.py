@@ -30,7 +30,8 @@ class Integrity(BaseModel):
 class Flags(BaseModel):
     """Signals for the trainer. ``exclude_from_advantage``: drop this rollout from the
     group's advantage computation (set on harness errors and on tampering verdicts that a
-    person should look at)."""
+    person should look at). ``degraded``: a measuring tool failed (e.g. mutmut did not
+    start); the component it feeds is null with the tool's message, never a silent 0."""
 
     tests_tampered: bool = False
     tripwire: bool = False

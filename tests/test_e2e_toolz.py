@@ -1,9 +1,11 @@
 """End to end: score the toolz example's patches in real containers with ``proctor.score``.
 
 Exact values, default weights (compiled .10, public .25, hidden .35, mutation .20, static .10).
-Mutation is not measured, so its weight is re-shared: effective weights are the nominal ones
-divided by 0.8 (compiled .125, public .3125, hidden .4375, static .125). Suites: public has
-4 FAIL_TO_PASS and 112 PASS_TO_PASS tests, hidden 6 and 45.
+The reference fix has mutants on its two lines (all killed: mutation 1.0, nominal weights).
+Where mutation is null (no mutants, e.g. the syntax error), its weight is re-shared:
+effective weights are the nominal ones divided by 0.8 (compiled .125, public .3125, hidden
+.4375, static .125); with every quality component at 1.0 both give the same total. Suites:
+public has 4 FAIL_TO_PASS and 112 PASS_TO_PASS tests, hidden 6 and 45.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from proctor.record import RewardRecord
 from proctor.suites.baseline import baseline_key
 
 BUGGY_FILE = "toolz/itertoolz.py"
-EFFECTIVE_WEIGHTS = {"compiled": 0.125, "public_tests": 0.3125, "hidden_tests": 0.4375,
-                     "mutation_score": 0.0, "static_analysis": 0.125, "performance": 0.0}
+NOMINAL_WEIGHTS = {"compiled": 0.10, "public_tests": 0.25, "hidden_tests": 0.35,
+                   "mutation_score": 0.20, "static_analysis": 0.10, "performance": 0.0}
 
 
 @pytest.fixture(scope="session")
@@ -76,9 +78,10 @@ def test_reference_patch_scores_full_marks(scored):
     assert rec.status == "scored" and rec.error is None and rec.reason is None
     assert rec.reward == pytest.approx(0.998)  # 1.0 - 4 changed code lines * 0.0005
     assert rec.components == {"compiled": 1.0, "public_tests": 1.0, "hidden_tests": 1.0,
-                              "mutation_score": None, "static_analysis": 1.0,
+                              "mutation_score": 1.0, "static_analysis": 1.0,
                               "performance": None}
-    assert rec.weights == pytest.approx(EFFECTIVE_WEIGHTS)
+    assert rec.weights == pytest.approx(NOMINAL_WEIGHTS)
+    assert rec.evidence["mutation"].details["verdicts"] == {"killed": 2}
     assert rec.diff_cost == pytest.approx(0.002)
     assert rec.penalties == {"visible_only": 0.0}
     assert counts(rec, "public") == (4, 4, 0, 112)
@@ -211,8 +214,10 @@ def test_destructive_honest_patch_is_negative_but_above_violation(toolz_task, ma
     assert (pub_broken, hid_broken) == (2, 20)  # of 112 and 45 PASS_TO_PASS
     assert rec.progress == 0.0  # nothing fixed: no quality credit at all
     assert -1.0 < rec.reward < 0.0
-    # 9 inserted code lines * .0005 = .0045
-    assert rec.reward == pytest.approx(-0.3125 * 2 / 112 - 0.4375 * 20 / 45 - 0.0045, abs=1e-12)
+    # 9 inserted code lines * .0005 = .0045; the inserted lines have mutants, so mutation
+    # applies (no trusted test that passes reaches them: 0.0) and the weights are nominal.
+    assert rec.components["mutation_score"] == 0.0
+    assert rec.reward == pytest.approx(-0.25 * 2 / 112 - 0.35 * 20 / 45 - 0.0045, abs=1e-12)
     assert rec.verdict.gate == "FAIL"
     assert_self_consistent(rec)
 

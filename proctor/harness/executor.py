@@ -7,7 +7,8 @@
     3. sandbox     fresh container, repo as a single-commit git repo, `git apply`; then,
                    before any code of the patch runs, the tamper checks (tree check,
                    suspicious code, tests weakened, reference data altered)
-    4. measure     compiled, public tests (pristine), hidden tests (copied in now), static
+    4. measure     compiled, public tests (pristine), hidden tests (copied in now), mutation
+                   score (changed lines, trusted killers), performance (task benchmark), static
     5. reward      pure function of the measurements
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
@@ -53,6 +54,7 @@ from proctor.sandbox.base import Limits
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
+from proctor.suites.mutation import run_mutation, trusted_killers
 from proctor.suites.pytest_runner import SuiteRun
 from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.snapshot import snapshot_changed_files
@@ -201,7 +203,16 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             public = run_public(sb, task, deadline.budget(timeouts.per_suite))
         with timer("hidden_tests"):
             hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
-        m.notes["mutation_score"] = "not measured (mutation testing is not enabled yet)"
+        with timer("mutation_score"):
+            kill_user_processes(sb)
+            mut = run_mutation(sb, task, data, applied.strategy, summary,
+                               trusted_killers(baseline, [public, hidden]),
+                               workers=max(1, int(limits.cpus)), cpus=limits.cpus,
+                               timeout=deadline.budget(task.config.mutation.timeout_s))
+            m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+            if mut.note:
+                m.notes["mutation_score"] = mut.note
+            rec.flags.degraded = rec.flags.degraded or mut.degraded
         with timer("performance"):
             _measure_performance(rec, m, sb, task, deadline)
         with timer("static_analysis"):

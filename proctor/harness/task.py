@@ -46,6 +46,11 @@ Example ``task.toml``::
     weight = 0.10          # the other weights are scaled to sum to 1 - weight
     timeout_s = 60
     repeat = 3             # the median is scored
+    [mutation]    # mutation score on the changed source lines (proctor/suites/mutation.py)
+    max_mutants = 30          # per patch; a seeded sample when there are more
+    killers = ["trusted"]     # or ["trusted", "agent"]: the patch's own tests may kill too
+    timeout_s = 120           # budget of the whole step, seconds
+    seed = 0                  # seed of the sample
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import hashlib
 import tomllib
 from functools import cached_property
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -158,6 +164,24 @@ class BenchmarkConfig(BaseModel):
         return v
 
 
+class MutationConfig(BaseModel):
+    """``[mutation]``: budget and killers of the mutation score (issue 3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_mutants: int = Field(30, ge=1, le=10_000)
+    killers: list[Literal["trusted", "agent"]] = ["trusted"]
+    timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+
+    @field_validator("killers")
+    @classmethod
+    def _trusted_first(cls, v: list[str]) -> list[str]:
+        if "trusted" not in v:
+            raise ValueError('must include "trusted" (the pristine public and hidden tests)')
+        return v
+
+
 class TaskConfig(BaseModel):
     """The validated contents of ``task.toml``."""
 
@@ -172,6 +196,8 @@ class TaskConfig(BaseModel):
     weights: Weights = Weights()
     baseline: BaselineConfig = BaselineConfig()
     benchmark: BenchmarkConfig | None = None
+    limits: LimitsConfig = LimitsConfig()
+    mutation: MutationConfig = MutationConfig()
 
     def effective_weights(self) -> Weights:
         """The weights the reward uses. With a benchmark, ``performance`` gets its weight
@@ -184,7 +210,6 @@ class TaskConfig(BaseModel):
         scale = (1.0 - self.benchmark.weight) / (sum(others.values()) or 1.0)
         return Weights(**{k: v * scale for k, v in others.items()},
                        performance=self.benchmark.weight)
-    limits: LimitsConfig = LimitsConfig()
 
     @field_validator("sources")
     @classmethod

@@ -1,0 +1,272 @@
+"""Run mutants against the trusted tests in one pytest session, inside the sandbox.
+
+``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user. It loads pytest
+and mutmut's trampoline, then waits for SPEC (written by proctor/suites/mutation.py once
+``mutmut_adapter.py generate`` has rewritten the throw-away copy; ``{"abort": why}`` ends it):
+``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
+(test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
+every test may kill), ``mutants`` (``[{"name",
+"function"}]``), ``control`` (a mutant name that selects no mutant: the original code must
+survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``contention`` (>= 1),
+``budget_s``. Verdicts go to OUT, one JSON object a line.
+
+1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
+   ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
+   pass here may kill.
+2. One forked child per mutant (``workers`` at a time, each in its own process group):
+   it activates the mutant and runs the tests covering its function, fastest first, stopping
+   at the first failure (:func:`first_failure`, no pytest reports). Its verdict comes back
+   on a pipe. Timeout per mutant:
+   ``(timeout_factor * sum(covering durations) + timeout_constant) * contention`` seconds.
+
+Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
+child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
+killer reaches the function; counts as survived), ``crashed`` (the child died without a
+verdict: dropped) and ``not_run`` (the step's budget ran out: dropped). Lines before them:
+``{"started": ...}`` (mutmut imported and configured), ``{"stats": ...}``; the control's
+line has ``"control"`` instead of ``"mutant"``; the last line is ``{"done": ...}``.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+import pytest
+
+harness_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+def resolve(function, covering):
+    """The trampoline's own key for ``function`` (``module.x_func``): itself, or the one hit
+    whose module differs only by a leading package path (``src.pkg.m`` vs ``pkg.m``, a
+    layout the harness guessed wrong); the mutant is then activated under that module."""
+    if function in covering:
+        return function
+    module, _, mangled = function.rpartition(".")
+    hits = [k for k in covering if k.rpartition(".")[2] == mangled and (
+        module.endswith("." + k.rpartition(".")[0]) or k.rpartition(".")[0].endswith(
+            "." + module))]
+    return hits[0] if len(hits) == 1 else function
+
+
+def first_failure(items):
+    """Run ``items`` in order (setup, call, teardown), stopping at the first that raises;
+    return its id or None. What pytest's ``runtestprotocol`` does minus the reports: no
+    failure representation is built (formatting a mutant's failure can take longer than the
+    test), no hooks run. A skip is not a failure. Uses pytest 9's SetupState."""
+    from _pytest.outcomes import Skipped
+
+    state = items[0].session._setupstate if items else None
+    for j, item in enumerate(items):
+        nxt = items[j + 1] if j + 1 < len(items) else None
+        if hasattr(item, "_request") and not item._request:
+            item._initrequest()  # re-run of an item: what runtestprotocol does
+        try:
+            try:
+                state.setup(item)
+                item.runtest()
+            except Skipped:
+                pass
+            state.teardown_exact(nxt)
+        except Skipped:
+            pass
+        except BaseException:  # noqa: BLE001 - any exception, even SystemExit, kills
+            return item.nodeid
+    return None
+
+
+class MutationSession:
+    """pytest plugin that replaces the run loop (see the module docstring)."""
+
+    def __init__(self, spec, adapter, out):
+        self.spec, self.adapter, self.out = spec, adapter, out
+
+    def emit(self, obj):
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        from _pytest.runner import runtestprotocol
+
+        self.protocol = runtestprotocol
+        allowed = self.spec.get("killers")
+        allowed = None if allowed is None else set(allowed)
+        files = set(self.spec.get("killer_files") or ())
+        items = [i for i in session.items if allowed is None or i.nodeid in allowed
+                 or i.nodeid.partition("::")[0] in files]
+        covering, failed, t0 = self.stats_pass(items)
+        self.emit({"stats": {"tests": len(items), "failed": failed, "collected":
+                             len(session.items), "duration_s": round(time.monotonic() - t0, 3)}})
+        queue = list(self.spec["mutants"])
+        if self.spec.get("control"):
+            queue.insert(0, {"name": self.spec["control"], "function": self.spec["control"]
+                             .rpartition("__mutmut_")[0], "control": True})
+        self.run_mutants(queue, covering)
+        return True
+
+    def stats_pass(self, items):
+        t0 = time.monotonic()
+        self.adapter.activate("stats")
+        self.adapter.take_hits()
+        covering, failed = {}, []
+        for idx, item in enumerate(items):
+            nxt = items[idx + 1] if idx + 1 < len(items) else None
+            start = time.perf_counter()
+            reports = self.protocol(item, nextitem=nxt, log=False)
+            duration = time.perf_counter() - start
+            hits = self.adapter.take_hits()
+            if not all(r.passed for r in reports):
+                failed.append(item.nodeid)
+                continue
+            for fn in hits:
+                covering.setdefault(fn, []).append((duration, idx, item))
+        self.adapter.activate(None)
+        for tests in covering.values():
+            tests.sort(key=lambda t: (t[0], t[1]))
+        return covering, failed, t0
+
+    def run_mutants(self, queue, covering):
+        spec = self.spec
+        start = time.monotonic()
+        budget_end = start + float(spec["budget_s"])
+        running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
+        pending = list(queue)
+        while pending or running:
+            while pending and len(running) < int(spec["workers"]):
+                mutant = pending.pop(0)
+                key = resolve(mutant["function"], covering)
+                tests = covering.get(key, [])
+                if not tests:
+                    self.verdict(mutant, "no_tests", 0.0)
+                    continue
+                if time.monotonic() >= budget_end:
+                    self.verdict(mutant, "not_run", 0.0)
+                    continue
+                timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
+                           + float(spec["timeout_constant"])) * float(spec["contention"])
+                name = key + mutant["name"][len(mutant["function"]):]
+                fd, pid = self.fork(name, [t[2] for t in tests])
+                now = time.monotonic()
+                running[fd] = (pid, mutant, now, min(now + timeout, budget_end), timeout)
+            if not running:
+                continue
+            wait = max(0.0, min(r[3] for r in running.values()) - time.monotonic())
+            ready, _, _ = select.select(list(running), [], [], wait)
+            for fd in ready:
+                pid, mutant, started, _, timeout = running.pop(fd)
+                data = os.read(fd, 4096).decode("utf-8", "replace")
+                os.close(fd)
+                os.waitpid(pid, 0)
+                elapsed = time.monotonic() - started
+                if data.startswith("K "):
+                    self.verdict(mutant, "killed", elapsed, timeout, killer=data[2:])
+                elif data == "S":
+                    self.verdict(mutant, "survived", elapsed, timeout)
+                else:
+                    self.verdict(mutant, "crashed", elapsed, timeout)
+            now = time.monotonic()
+            for fd in [fd for fd, r in running.items() if r[3] <= now]:
+                pid, mutant, started, _, timeout = running.pop(fd)
+                self.kill(pid)
+                os.close(fd)
+                own = started + timeout <= now + 1e-3
+                self.verdict(mutant, "timeout" if own else "not_run", now - started, timeout)
+        self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
+
+    def fork(self, name, tests):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            verdict = ""
+            try:
+                os.close(r)
+                os.setpgid(0, 0)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                self.adapter.activate(name)
+                failed = first_failure(tests)
+                verdict = "S" if failed is None else "K " + failed
+                os.write(w, verdict.encode("utf-8")[:4000])
+            finally:
+                os._exit(0)
+        os.close(w)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child did it first (or is gone already)
+        return r, pid
+
+    @staticmethod
+    def kill(pid):
+        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, 9)):
+            try:
+                target()
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+    def verdict(self, mutant, verdict, elapsed, timeout=None, killer=None):
+        key = "control" if mutant.get("control") else "mutant"
+        self.emit({key: mutant["name"], "verdict": verdict, "duration_s": round(elapsed, 4),
+                   "timeout_s": None if timeout is None else round(timeout, 3),
+                   "killer": killer})
+
+
+def wait_for_spec(path, limit_s=600.0):
+    """The spec, once the harness has written it (generation runs meanwhile)."""
+    end = time.monotonic() + limit_s
+    while True:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):  # not there yet, or still being written
+            if time.monotonic() > end:
+                raise SystemExit(f"no spec at {path} after {limit_s:g} s") from None
+            time.sleep(0.002)
+
+
+def main(spec_path, out_path):
+    sys.path.insert(0, harness_dir)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MUTANT_UNDER_TEST"):
+        os.environ.pop(var, None)
+    import mutmut_adapter
+
+    mutmut_adapter.use_neutral_config()
+    with open(out_path, "w", encoding="utf-8") as out:
+        out.write(json.dumps({"started": {"pid": os.getpid()}}) + "\n")
+        out.flush()
+        spec = wait_for_spec(spec_path)
+        if "abort" in spec:
+            return 0
+        sys.path.append(spec["root"])
+        os.chdir(spec["root"])
+        real_stdout = os.dup(1)
+        log = f"{out_path}.log"
+        with open(log, "wb") as fh:  # the session's own output goes to a side file
+            os.dup2(fh.fileno(), 1)
+            os.dup2(fh.fileno(), 2)
+        session = MutationSession(spec, mutmut_adapter, out)
+        code = pytest.main(spec["pytest_args"], plugins=[session])
+    # The verdicts, then the session's output tail, on the real stdout: the harness reads
+    # them from the command's output (OUT is the fallback when that is cut at its cap).
+    with open(out_path, "rb") as fh:
+        data = fh.read()
+    with open(log, "rb") as fh:
+        tail = fh.read()[-4000:].decode("utf-8", "replace")
+    data += (json.dumps({"output": tail}) + "\n").encode()
+    while data:
+        data = data[os.write(real_stdout, data):]
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,377 @@
+"""Mutation score on the lines the patch added or changed (issue 3, DESIGN section 2.4).
+
+How a mutant is made, chosen and judged, in order:
+
+1. :func:`changed_source_lines`: the patch's added line numbers, in ``.py`` files under the
+   task's ``sources``, never in test files (public, hidden, ``test_*.py``, ``*_test.py``).
+2. A throw-away copy in the sandbox, as root: the pristine repo with the patch applied
+   (same ``git apply`` strategy), public test paths restored, hidden tests added, then
+   ``mutmut_adapter.py generate`` (the only module that touches mutmut) rewrites the changed
+   files with mutmut's mutants of those lines, ``# pragma: no mutate`` added by the patch
+   ignored; finally the copy is made read-only.
+3. :func:`select_mutants`: at most ``max_mutants``, a seeded sample when there are more.
+4. ``mutation_runner.py`` (as the sandbox user): one pytest session over the trusted tests
+   (pristine public + hidden, only those that passed in this patched run and are not
+   quarantined), a stats pass for durations and coverage, then one forked child per mutant.
+   An identity "control" mutant must survive, or the code under test senses mutation.
+5. :func:`score_verdicts`: killed / (killed + survived); timeouts count as killed, mutants
+   no killer reaches count as survived, crashes and budget overruns are dropped.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import re
+import secrets
+import shlex
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
+
+from proctor.harness.integrity import PatchSummary
+from proctor.harness.task import Task
+from proctor.harness.workspace import APPLY_STRATEGIES
+from proctor.record import Evidence
+from proctor.sandbox.base import Sandbox
+from proctor.suites.baseline import Baseline
+from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, SuiteRun
+
+TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
+#: Per-mutant timeout = (FACTOR * sum of its covering tests' durations + CONSTANT) * contention.
+TIMEOUT_FACTOR = 10.0
+TIMEOUT_CONSTANT_S = 1.0
+#: An agent test (opt-in killer) mentioning any of these is screened out: it could sense
+#: mutation testing instead of testing behaviour.
+SENSING = re.compile(r"environ|getenv|MUTANT_UNDER_TEST|mutmut|_getframe|\binspect\b|"
+                     r"f_back|f_locals|f_globals|__code__|sys\.modules|\bgc\b|trampoline")
+KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged")
+
+
+@dataclass
+class MutationResult:
+    """``score`` in 0..1 or None (then ``note`` says why); ``degraded``: the tool failed,
+    a person should look (never a silent 0)."""
+
+    score: float | None
+    note: str | None
+    evidence: Evidence
+    degraded: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
+    """Test ids that may kill: passed in this patched run and not quarantined. Pure."""
+    out = set()
+    for run in runs:
+        quarantined = baseline.suites[run.suite].quarantined
+        out |= {t for t, o in run.outcomes.items() if o == "passed" and t not in quarantined}
+    return sorted(out)
+
+
+def under(path: str, roots: list[str]) -> bool:
+    """``path`` is one of ``roots`` or inside one (directory prefix, not string prefix)."""
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def is_test_path(path: str, test_paths: list[str]) -> bool:
+    """A test file: named like one, or at/under a public or hidden test path."""
+    name = PurePosixPath(path).name
+    return any(fnmatch(name, pat) for pat in TEST_FILE_PATTERNS) or under(path, test_paths)
+
+
+def changed_source_lines(summary: PatchSummary, sources: list[str], test_paths: list[str]
+                         ) -> dict[str, list[int]]:
+    """``{repo path: [line, ...]}``: lines the patch added or changed (target numbering) in
+    ``.py`` files at or under a source path, excluding test files. Pure."""
+    out = {}
+    for path, lines in summary.added_line_numbers.items():
+        if (lines and path.endswith(".py") and under(path, sources)
+                and not is_test_path(path, test_paths)):
+            out[path] = sorted(lines)
+    return out
+
+
+def agent_test_files(summary: PatchSummary, test_paths: list[str]) -> list[str]:
+    """Test files the patch added or edited outside the trusted test paths. Pure."""
+    kinds = {"modified", "added", "rename_to", "copy_to"}
+    out = {t.path for t in summary.touched if t.kind in kinds and t.path.endswith(".py")
+           and is_test_path(t.path, []) and not under(t.path, test_paths)
+           and PurePosixPath(t.path).name != "conftest.py"}
+    return sorted(out)
+
+
+def select_mutants(mutants: list[dict], k: int, seed: int) -> list[dict]:
+    """At most ``k`` mutants: all of them when there are ``k`` or fewer, else a sample drawn
+    with ``random.Random(seed)`` over the mutants sorted by name, kept in generation order.
+    Same mutants and seed -> same choice."""
+    if len(mutants) <= k:
+        return list(mutants)
+    names = sorted(m["name"] for m in mutants)
+    chosen = set(random.Random(seed).sample(names, k))
+    return [m for m in mutants if m["name"] in chosen]
+
+
+def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
+    """(killed / (killed + survived), counts per verdict). ``timeout`` counts as killed,
+    ``no_tests`` and ``unjudged`` (the runner died before reaching it) as survived;
+    ``crashed`` and ``not_run`` (budget spent) are dropped. None when nothing was judged.
+    Pure."""
+    counts: dict[str, int] = {}
+    for v in verdicts.values():
+        counts[v] = counts.get(v, 0) + 1
+    killed = sum(counts.get(v, 0) for v in KILLED)
+    survived = sum(counts.get(v, 0) for v in SURVIVED)
+    return (killed / (killed + survived) if killed + survived else None), counts
+
+
+def contention(workers: int, cpus: float) -> float:
+    """Slow-down factor of each worker when ``workers`` share ``cpus`` (>= 1.0)."""
+    return max(1.0, workers / max(cpus, 1e-3))
+
+
+def parse_runner_output(text: str
+                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None, str]:
+    """The runner's JSONL: (stats, mutant name -> verdict line, control line or None,
+    started, done line or None, the session's output tail). Other lines are ignored."""
+    stats, verdicts, control, started, done, output = {}, {}, None, False, None, ""
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "started" in obj:
+            started = True
+        elif "stats" in obj:
+            stats = obj["stats"]
+        elif "mutant" in obj:
+            verdicts[obj["mutant"]] = obj
+        elif "control" in obj:
+            control = obj
+        elif "done" in obj:
+            done = obj["done"]
+        elif "output" in obj:
+            output = obj["output"]
+    return stats, verdicts, control, started, done, output
+
+
+# --------------------------------------------------------------------------- sandbox shell
+
+
+def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+                 summary: PatchSummary, killers: list[str], *, workers: int = 1,
+                 cpus: float = 1.0, timeout: float = 120.0) -> MutationResult:
+    """Measure the mutation score of one applied patch in ``sb`` (see the module docstring).
+
+    Args:
+        patch: the diff as applied; ``strategy``: the ``apply_strategy`` that applied it.
+        killers: trusted test ids allowed to kill (passed in this run, not quarantined).
+        workers: mutants run in parallel; ``cpus``: CPUs of the sandbox (timeouts scale by
+            ``workers / cpus``); ``timeout``: budget of the whole step (s).
+
+    Never raises for the patch's faults; InfraError (from the sandbox) when the container
+    fails. mutmut failing to start gives ``score=None`` and ``degraded=True``.
+    """
+    test_paths = [*task.config.tests.public, *task.hidden_files]
+    lines = changed_source_lines(summary, task.config.sources, test_paths)
+    ev = Evidence(command="mutmut (changed lines)", details={"changed_lines": lines})
+    if not lines:
+        return MutationResult(None, "no source line added or changed in the task's sources",
+                              ev)
+    m = f"/proctor/m-{secrets.token_hex(6)}"
+    out = f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl"
+    t0 = time.monotonic()
+    # The runner starts now (interpreter, pytest, mutmut's trampoline) and waits for its
+    # spec while the generation runs as root: the two overlap on the sandbox's CPUs.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        runner = pool.submit(sb.run, [PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py",
+                                      f"{m}/run.json", out], timeout=timeout, cwd="/")
+        spec: dict = {"abort": "harness error"}
+        try:
+            result, chosen, spec = _generate(sb, task, patch, strategy, summary, killers, lines,
+                                             m, ev, workers, cpus, timeout)
+        finally:  # the runner waits for a spec: always give it one, even to abort
+            sb.put_files(m, {"run.json": json.dumps(spec).encode()}, read_only=True)
+        res = runner.result()
+    if result is not None:
+        return result
+    text = res.output
+    if res.truncated or parse_runner_output(text)[4] is None:
+        text = (sb.get_file(out) or b"").decode("utf-8", "replace")
+    return _judge(text, res, chosen, ev, time.monotonic() - t0)
+
+
+def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+              summary: PatchSummary, killers: list[str], lines: dict[str, list[int]], m: str,
+              ev: Evidence, workers: int, cpus: float, timeout: float
+              ) -> tuple[MutationResult | None, list[dict], dict]:
+    """Copy, generate, choose. Returns (a final result when there is nothing to run, the
+    chosen mutants, the runner's spec or ``{"abort": why}``)."""
+    cfg = task.config.mutation
+    test_paths = [*task.config.tests.public, *task.hidden_files]
+    prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout)
+    ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
+    ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
+    generated = _generated(sb, prep[3], m)
+    if prep[1] != 0 or generated is None:
+        ev.output = prep[3][-4000:]
+        why = f"mutmut failed to start: {prep[3][-300:].strip()}"
+        return MutationResult(None, why, ev, degraded=True), [], {"abort": why}
+    mutants = generated["mutants"]
+    ev.details["generation_errors"] = generated["errors"]
+    if not mutants:
+        why = "; ".join(generated["errors"]) or "module-level code, deletions or unmutable lines"
+        why = f"no mutants on the changed lines ({why})"
+        return MutationResult(None, why, ev), [], {"abort": why}
+    chosen = select_mutants(mutants, cfg.max_mutants, cfg.seed)
+    agent = agent_test_files(summary, test_paths) if "agent" in cfg.killers else []
+    agent_ok, screened = _screen_agent_tests(sb, f"{m}/repo", agent)
+    ev.details.update(mutants_generated=len(mutants), mutants_selected=len(chosen),
+                      agent_tests=agent_ok, agent_tests_screened_out=screened)
+    control = f"{random.Random().choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
+    spec = {
+        "root": f"{m}/repo", "killers": killers, "killer_files": agent_ok,
+        "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
+                        "-p", "pytest_timeout", "-p", "no:cacheprovider",
+                        f"--timeout={task.config.timeouts.per_test:g}",
+                        "--import-mode=prepend", "-q", "-s", "--no-header", "--color=no",
+                        "--assert=plain",  # verdicts need no assertion introspection
+                        *task.config.tests.public, *task.hidden_files, *agent_ok],
+        "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
+        "control": control, "workers": workers, "timeout_factor": TIMEOUT_FACTOR,
+        "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
+        "budget_s": max(1.0, timeout - prep[2] - 5.0),
+    }
+    return None, chosen, spec
+
+
+def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+                  lines: dict[str, list[int]], m: str, timeout: float
+                  ) -> tuple[str, int, float, str]:
+    """Stage the pristine repo, hidden tests, patch and generation spec read-only (one
+    archive), then (root) build ``m/repo`` and generate mutants into it. Returns (command,
+    exit code, seconds, output)."""
+    flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
+                            ([], None))
+    spec = {"root": f"{m}/repo", "files": lines}
+    name = PurePosixPath(m).name
+    sb.put_archive(str(PurePosixPath(m).parent), _staging_tar(name, task, {
+        "patch.diff": transform(patch) if transform else patch,
+        "gen.json": json.dumps(spec).encode()}), as_root=True)
+    public = " ".join(shlex.quote(p) for p in task.config.tests.public)
+    script = "\n".join([
+        "set -e", "umask 022", f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
+        f"chmod -R u+w {m}/repo", f"cd {m}/repo",
+        f"git apply --whitespace=nowarn {' '.join(flags)} {m}/in/patch.diff",
+        f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
+        f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",
+        f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
+        f" > {m}/gen.json",
+        f"chmod -R a-w {m}/repo", f"cat {m}/gen.json",
+    ])
+    res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0")
+    return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
+
+
+def _generated(sb: Sandbox, output: str, m: str) -> dict | None:
+    """The generator's JSON: the last line of the root script's output (no extra round
+    trip), or the file it wrote when the output was cut at the cap; None if unreadable."""
+    for text in (output.rstrip().rpartition("\n")[2], None):
+        if text is None:
+            raw = sb.get_file(f"{m}/gen.json")
+            text = raw.decode("utf-8", "replace") if raw else ""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "mutants" in data:
+            return data
+    return None
+
+
+def _staging_tar(name: str, task: Task, files: dict[str, bytes]) -> bytes:
+    """One uncompressed tar: ``name/base`` (repo/), ``name/hidden``, ``name/in/<files>``;
+    root-owned, files 0444, directories 0555, no ``__pycache__``."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o555 if info.isdir() else 0o444
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for arc, src in ((name, None), (f"{name}/in", None), (f"{name}/base", task.repo),
+                         (f"{name}/hidden", task.hidden)):
+            if src is None:
+                info = tarfile.TarInfo(arc)
+                info.type = tarfile.DIRTYPE
+                tar.addfile(owned(info))
+            else:
+                tar.add(src, arcname=arc, filter=owned)
+        for rel, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{name}/in/{rel}")
+            info.size = len(data)
+            tar.addfile(owned(info), io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
+                        ) -> tuple[list[str], dict[str, str]]:
+    """Agent test files that may kill (opt-in) and, for the others, why they may not."""
+    ok, out = [], {}
+    for path in files:
+        raw = sb.get_file(f"{repo}/{path}")
+        hit = SENSING.search(raw.decode("utf-8", "replace")) if raw is not None else None
+        if raw is None:
+            out[path] = "missing after the patch"
+        elif hit:
+            out[path] = f"mentions {hit.group(0)!r}"
+        else:
+            ok.append(path)
+    return ok, out
+
+
+def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> MutationResult:
+    stats, lines, control, started, done, output = parse_runner_output(text)
+    ev.command = res.command
+    ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
+    ev.output = output or res.output[-4000:]
+    ev.details.update(stats=stats, control=control)
+    if not started:
+        return MutationResult(None, f"the mutation runner failed to start: "
+                              f"{res.output[-300:].strip()}", ev, degraded=True)
+    ev.details["timing"].update(runner_s=round(res.duration_s, 3),
+                                mutants_s=done["duration_s"] if done else None)
+    if done is None and not lines:
+        # mutmut loaded and configured, then the session died: the code under test did it
+        # (os._exit at import, say), so it is the patch's failure, scored, not degraded.
+        note = "the mutation runner died after it started (killed by the code under test?)"
+        return MutationResult(0.0, note, ev)
+    if control is not None and control["verdict"] in KILLED:
+        note = ("the control mutant (the original code) was killed: the code under test "
+                "behaves differently under mutation testing")
+        return MutationResult(0.0, note, ev)
+    verdicts = {name: line["verdict"] for name, line in lines.items()}
+    if done is None:  # the session died midway: what it did not judge is not killed
+        verdicts |= {x["name"]: "unjudged" for x in chosen if x["name"] not in verdicts}
+    score, counts = score_verdicts(verdicts)
+    by_name = {x["name"]: x for x in chosen}
+    ev.details["verdicts"] = counts
+    ev.details["survivors"] = [
+        {k: by_name[n][k] for k in ("name", "path", "line", "diff")}
+        | {"verdict": v} for n, v in verdicts.items() if v in SURVIVED and n in by_name]
+    ev.details["dropped"] = {n: v for n, v in verdicts.items() if v not in KILLED + SURVIVED}
+    if score is None:
+        return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts)
+    note = None if done else "the mutation runner died midway: unjudged mutants survive"
+    return MutationResult(score, note, ev, counts=counts)

@@ -1,0 +1,139 @@
+"""End to end on the toolz example: the mutation score of real patches in real containers.
+
+The reference fix changes two lines of ``getter``; mutmut makes one mutant on each, and the
+trusted tests kill both (1.0). The same fix plus an untested ``elif index is None`` branch
+adds two more mutants: ``is None`` -> ``is not None`` is killed, ``lambda x: x`` ->
+``lambda x: None`` survives (0.75).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from proctor import score
+from proctor.record import RewardRecord
+
+BUGGY_FILE = "toolz/itertoolz.py"
+AGENT_TEST = "toolz/tests/test_getter_extra.py"
+SENSING_TEST = (
+    "import os\n\nfrom toolz.itertoolz import getter\n\n\n"
+    "def test_env():\n    assert not os.environ.get('MUTANT_UNDER_TEST')\n"
+    "    assert getter(None)(5) == 5\n\n\n"
+    "def test_slot():\n    from mutmut.mutation import trampoline\n\n"
+    "    assert not trampoline._mutant_under_test\n")
+HONEST_TEST = ("from toolz.itertoolz import getter\n\n\n"
+               "def test_getter_none():\n    assert getter(None)(5) == 5\n")
+
+
+def with_extra_branch(getter_src: str, comment: str = "") -> str:
+    return getter_src.replace(
+        "    else:\n        return operator.itemgetter(index)\n",
+        f"    elif index is None:\n        return lambda x: x{comment}\n"
+        "    else:\n        return operator.itemgetter(index)\n")
+
+
+@pytest.fixture(scope="module")
+def patches(toolz_make_task, make_toolz_patch):
+    mk = toolz_make_task
+    extra = {BUGGY_FILE: (mk.GETTER_BUGGY, with_extra_branch(mk.GETTER_ORIGINAL))}
+    return {
+        "extra": make_toolz_patch(extra),
+        "extra_sensing_test": make_toolz_patch({**extra, AGENT_TEST: (None, SENSING_TEST)}),
+        "extra_honest_test": make_toolz_patch({**extra, AGENT_TEST: (None, HONEST_TEST)}),
+        "extra_pragma": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, with_extra_branch(
+            mk.GETTER_ORIGINAL, "  # pragma: no mutate"))}),
+        "comment_only": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, mk.GETTER_BUGGY.replace(
+            "def getter(index):\n", "def getter(index):\n    # returns a getter\n"))}),
+    }
+
+
+@pytest.fixture(scope="module")
+def scored(toolz_task, toolz_patches, patches):
+    cache: dict[str, RewardRecord] = {}
+
+    def get(name: str) -> RewardRecord:
+        if name not in cache:
+            patch = toolz_patches.get(name) or patches[name]
+            cache[name] = score(toolz_task, patch, rollout_id=name)
+            assert cache[name].status == "scored", cache[name].error
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def agent_task(toolz_task, tmp_path_factory):
+    """The example task with ``[mutation] killers = ["trusted", "agent"]``."""
+    task = tmp_path_factory.mktemp("agent-killers") / "task"
+    shutil.copytree(toolz_task, task)
+    with open(task / "task.toml", "a") as fh:
+        fh.write('\n[mutation]\nkillers = ["trusted", "agent"]\n')
+    return task
+
+
+@pytest.mark.docker
+def test_minimal_fix_outscores_fix_with_untested_branch(scored):
+    ref, extra = scored("reference"), scored("extra")
+    assert ref.components["mutation_score"] == 1.0
+    assert extra.components["mutation_score"] == 0.75
+    assert extra.evidence["mutation"].details["verdicts"] == {"killed": 3, "survived": 1}
+    [survivor] = extra.evidence["mutation"].details["survivors"]
+    assert (survivor["path"], survivor["line"]) == (BUGGY_FILE, 814)
+    assert "-        return lambda x: x\n+        return lambda x: None" in survivor["diff"]
+    assert extra.components["public_tests"] == extra.components["hidden_tests"] == 1.0
+    assert ref.reward > extra.reward
+    # only the mutation term and the diff cost differ: .20 * (1 - .75) + 2 lines * .0005
+    assert ref.reward - extra.reward == pytest.approx(0.2 * 0.25 + 0.001, abs=1e-12)
+    assert extra.flags.degraded is False
+    RewardRecord.model_validate_json(extra.to_json())
+
+
+@pytest.mark.docker
+def test_agent_test_sensing_mutant_under_test_does_not_raise_score(scored):
+    sensing = scored("extra_sensing_test")
+    assert sensing.components["mutation_score"] == scored("extra").components["mutation_score"]
+    assert sensing.evidence["mutation"].details["agent_tests"] == []
+
+
+@pytest.mark.docker
+def test_pragma_no_mutate_added_by_the_patch_is_ignored(scored):
+    rec = scored("extra_pragma")
+    assert rec.components["mutation_score"] == 0.75
+    assert [s["line"] for s in rec.evidence["mutation"].details["survivors"]] == [814]
+
+
+@pytest.mark.docker
+def test_no_mutants_on_changed_lines_is_null_with_reason_and_reshared(scored):
+    rec = scored("comment_only")
+    assert rec.components["mutation_score"] is None
+    assert rec.measurements.notes["mutation_score"].startswith("no mutants on the changed lines")
+    assert rec.weights["mutation_score"] == 0.0
+    assert rec.flags.degraded is False
+
+
+@pytest.mark.docker
+def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(toolz_task, toolz_patches,
+                                                                  monkeypatch):
+    import proctor.suites.mutation as mutation
+
+    monkeypatch.setattr(mutation, "PYTHON", "/nonexistent/python3")
+    rec = score(toolz_task, toolz_patches["reference"])
+    assert rec.status == "scored" and rec.flags.degraded is True
+    assert rec.components["mutation_score"] is None
+    note = rec.measurements.notes["mutation_score"]
+    assert note.startswith("mutmut failed to start") and "nonexistent" in note
+    assert rec.weights["mutation_score"] == 0.0
+    assert rec.reward == pytest.approx(0.998)  # the other components are untouched
+
+
+@pytest.mark.docker
+def test_opt_in_agent_tests_kill_but_sensing_ones_are_screened_out(agent_task, patches):
+    honest = score(agent_task, patches["extra_honest_test"])
+    sensing = score(agent_task, patches["extra_sensing_test"])
+    assert honest.evidence["mutation"].details["agent_tests"] == [AGENT_TEST]
+    assert honest.components["mutation_score"] == 1.0  # the agent's test pins the new branch
+    details = sensing.evidence["mutation"].details
+    assert details["agent_tests"] == [] and AGENT_TEST in details["agent_tests_screened_out"]
+    assert sensing.components["mutation_score"] == 0.75

@@ -1,0 +1,305 @@
+"""Mutation score: the pure core (changed lines, choice, score), the task table, and the
+mutmut hook, checked inside the sandbox image against the pinned mutmut.
+
+The hook tests fail loudly when a mutmut upgrade moves what the adapter relies on
+(``create_mutations(..., covered_lines=...)``, ``combine_mutations_to_source``, the
+trampoline's process-local mutant slot, the stats hits, mutant naming).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from proctor.errors import TaskConfigError
+from proctor.harness.integrity import PatchSummary, TouchedPath
+from proctor.harness.task import MutationConfig, load_task
+from proctor.sandbox.toolchain import SANDBOX_TOOLS
+from proctor.suites.mutation import (
+    agent_test_files,
+    changed_source_lines,
+    contention,
+    parse_runner_output,
+    score_verdicts,
+    select_mutants,
+)
+
+# --------------------------------------------------------------------------- pure core
+
+
+def summary(lines: dict[str, list[int]], touched: list[tuple[str, str]] = ()) -> PatchSummary:
+    return PatchSummary(touched=tuple(TouchedPath(p, k) for p, k in touched),
+                        added_line_numbers=lines)
+
+
+def test_changed_lines_only_in_sources_and_never_in_tests():
+    s = summary({"pkg/a.py": [3, 1], "pkg/tests/test_a.py": [5], "pkg/b_test.py": [1],
+                 "pkg/conftest.py": [1], "other/c.py": [2], "pkg/data.txt": [1],
+                 "pkg/hidden_like.py": [4], "pkg/x.py": []})
+    assert changed_source_lines(s, ["pkg"], ["pkg/hidden_like.py"]) == {"pkg/a.py": [1, 3]}
+
+
+def test_changed_lines_source_prefix_is_a_directory_not_a_string_prefix():
+    s = summary({"pkgx/a.py": [1], "pkg.py": [2]})
+    assert changed_source_lines(s, ["pkg"], []) == {}
+    assert changed_source_lines(s, ["pkg.py"], []) == {"pkg.py": [2]}
+
+
+def test_deletion_only_patch_has_no_changed_lines():
+    assert changed_source_lines(summary({}), ["pkg"], []) == {}
+
+
+def test_agent_test_files_are_new_or_edited_tests_outside_trusted_paths():
+    s = summary({}, [("pkg/tests/test_new.py", "added"), ("pkg/tests/test_old.py", "modified"),
+                     ("pkg/tests/test_pub.py", "modified"), ("pkg/tests/test_gone.py", "deleted"),
+                     ("pkg/tests/conftest.py", "added"), ("pkg/core.py", "modified")])
+    assert agent_test_files(s, ["pkg/tests/test_pub.py"]) == ["pkg/tests/test_new.py",
+                                                             "pkg/tests/test_old.py"]
+
+
+def test_select_mutants_is_seeded_and_keeps_generation_order():
+    mutants = [{"name": f"m.x_f__mutmut_{i}"} for i in range(1, 101)]
+    a = select_mutants(mutants, 30, seed=7)
+    assert len(a) == 30 and a == select_mutants(list(reversed(mutants)), 30, seed=7)[::-1]
+    assert [m["name"] for m in a] == [m["name"] for m in mutants if m in a]
+    assert a != select_mutants(mutants, 30, seed=8)
+    assert select_mutants(mutants[:5], 30, seed=7) == mutants[:5]
+
+
+def test_score_timeouts_kill_untested_survive_crashes_dropped():
+    score, counts = score_verdicts({"a": "killed", "b": "timeout", "c": "survived",
+                                    "d": "no_tests", "e": "crashed", "f": "not_run"})
+    assert score == 0.5
+    assert counts == {"killed": 1, "timeout": 1, "survived": 1, "no_tests": 1, "crashed": 1,
+                      "not_run": 1}
+    assert score_verdicts({"a": "killed", "g": "unjudged"})[0] == 0.5  # the runner died
+    assert score_verdicts({"e": "crashed"})[0] is None
+    assert score_verdicts({})[0] is None
+
+
+def test_contention_scales_timeouts_when_workers_outnumber_cpus():
+    assert contention(1, 1.0) == 1.0
+    assert contention(2, 2.0) == 1.0
+    assert contention(4, 2.0) == 2.0
+    assert contention(1, 4.0) == 1.0
+
+
+def test_runner_output_parsing_ignores_half_lines():
+    text = "\n".join([
+        '{"started": {"pid": 1}}', '{"stats": {"tests": 3}}',
+        '{"control": "m.x_f__mutmut_cab", "verdict": "survived"}',
+        '{"mutant": "m.x_f__mutmut_1", "verdict": "killed"}', '{"done": {"duration_s": 0.1}}',
+        '{"output": "no tests ran"}', '{"mutant": "m.x_f__mu'])
+    stats, verdicts, control, started, done, output = parse_runner_output(text)
+    assert stats == {"tests": 3} and started and done == {"duration_s": 0.1}
+    assert output == "no tests ran"
+    assert list(verdicts) == ["m.x_f__mutmut_1"] and control["verdict"] == "survived"
+
+
+# --------------------------------------------------------------------------- task table
+
+
+def test_mutation_table_defaults_and_validation():
+    cfg = MutationConfig()
+    assert (cfg.max_mutants, cfg.killers, cfg.timeout_s, cfg.seed) == (30, ["trusted"], 120.0, 0)
+    with pytest.raises(ValueError):
+        MutationConfig(killers=["agent"])
+    with pytest.raises(ValueError):
+        MutationConfig(max_mutants=0)
+    with pytest.raises(ValueError):
+        MutationConfig.model_validate({"max_mutant": 3})
+
+
+def test_task_toml_mutation_typo_names_the_field(toolz_task, tmp_path):
+    import shutil
+
+    task = tmp_path / "task"
+    shutil.copytree(toolz_task, task)
+    with open(task / "task.toml", "a") as fh:
+        fh.write("\n[mutation]\nmax_mutants = 5\nkillers = [\"trusted\", \"agent\"]\n")
+    assert load_task(task).config.mutation.max_mutants == 5
+    with open(task / "task.toml", "a") as fh:
+        fh.write("budget = 3\n")
+    with pytest.raises(TaskConfigError, match="mutation.budget"):
+        load_task(task)
+
+
+# --------------------------------------------------------------------------- the hook
+
+
+HOOK_CHECK = r'''
+import inspect, json, os, sys
+sys.path.insert(0, "/proctor/harness")
+import mutmut
+import mutmut_adapter as a
+from mutmut.mutation import file_mutation, trampoline
+from mutmut.state import state
+out = {"version": mutmut.__version__}
+out["create_mutations"] = list(inspect.signature(file_mutation.create_mutations).parameters)
+out["combine"] = list(inspect.signature(file_mutation.combine_mutations_to_source).parameters)
+out["slot"] = hasattr(trampoline, "_mutant_under_test") and hasattr(state(), "_stats")
+a.use_neutral_config()
+code = open(sys.argv[1]).read()
+lines = set(json.loads(sys.argv[2]))
+new, infos = a.generate("pkg/calc.py", code, lines)
+out["mutants"] = [(m["name"], m["line"]) for m in infos]
+sys.path.insert(0, os.path.dirname(os.path.dirname(sys.argv[1])))
+os.makedirs("/tmp/hook/pkg", exist_ok=True)
+open("/tmp/hook/pkg/__init__.py", "w").close()
+open("/tmp/hook/pkg/calc.py", "w").write(new)
+sys.path.insert(0, "/tmp/hook")
+import pkg.calc as calc
+results = {}
+for m in [None, "stats"] + [n for n, _ in out["mutants"]]:
+    a.activate(m)
+    try:
+        results[str(m)] = repr(calc.clamp(5, 0, 3))
+    except Exception as exc:
+        results[str(m)] = type(exc).__name__
+a.activate(None)
+out["results"] = results
+out["hits"] = sorted(a.take_hits())
+out["env"] = os.environ.get("MUTANT_UNDER_TEST")
+print(json.dumps(out))
+'''
+
+CALC = textwrap.dedent('''\
+    LIMIT = 10 + 1
+
+
+    def clamp(x, lo, hi):
+        if x < lo:
+            return lo
+        if x > hi:  # pragma: no mutate
+            return hi * 1
+        return x
+
+
+    def untouched(a, b):
+        return a + b
+''')
+
+
+@pytest.mark.docker
+def test_mutmut_hook_makes_mutants_only_on_the_given_lines(docker_ready):
+    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.suites.pytest_runner import PYTHON, install_harness
+
+    with DockerSandbox(docker_ready) as sb:
+        install_harness(sb)
+        sb.put_files("/tmp/src/pkg", {"calc.py": CALC.encode(), "check.py": HOOK_CHECK.encode()})
+        # lines 1 (module level), 7 (pragma added by the patch) and 8 of calc.py
+        res = sb.run([PYTHON, "-I", "-B", "/tmp/src/pkg/check.py", "/tmp/src/pkg/calc.py",
+                      "[1, 7, 8]"], timeout=60)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert out["version"] == SANDBOX_TOOLS["mutmut"]
+    assert out["create_mutations"][:3] == ["filename", "code", "covered_lines"]
+    assert out["combine"][:2] == ["module", "mutations"]
+    assert out["slot"] is True
+    names = [n for n, _ in out["mutants"]]
+    assert {line for _, line in out["mutants"]} == {7, 8}, out["mutants"]  # never 1, 4, 5, 9
+    assert names == [f"pkg.calc.x_clamp__mutmut_{i}" for i in range(1, len(names) + 1)]
+    assert len(names) >= 2  # `>` -> `>=`, `hi * 1` -> `hi / 1`, ...
+    # The original through the trampoline; each mutant switched on without the environment.
+    assert out["results"]["None"] == out["results"]["stats"] == "3"
+    assert any(out["results"][n] != "3" for n in names)
+    assert out["hits"] == ["pkg.calc.x_clamp"] and out["env"] is None
+
+
+# --------------------------------------------------------------------------- the step
+
+
+TINY_TOML = """\
+id = "tiny"
+sources = ["pkg"]
+
+[tests]
+public = ["tests/test_core.py"]
+
+[baseline]
+runs = 1
+"""
+CORE_BASE = "import os\n\n\ndef spin(n):\n    return n\n\n\ndef leave(flag):\n    return 1\n"
+CORE_PATCHED = textwrap.dedent("""\
+    import os
+
+
+    def spin(n):
+        i = 0
+        while i < n:
+            i += 1
+        return i
+
+
+    def leave(flag):
+        if flag > 0:
+            os._exit(3)
+        return 1
+""")
+
+
+@pytest.fixture
+def tiny_task(tmp_path, toolz_make_task):
+    root = tmp_path / "tiny"
+    (root / "repo/pkg").mkdir(parents=True)
+    (root / "repo/tests").mkdir()
+    (root / "hidden/tests").mkdir(parents=True)
+    (root / "task.toml").write_text(TINY_TOML)
+    (root / "repo/pkg/__init__.py").write_text("")
+    (root / "repo/pkg/core.py").write_text(CORE_BASE)
+    (root / "repo/tests/test_core.py").write_text(
+        "from pkg.core import leave, spin\n\n\ndef test_spin():\n    assert spin(3) == 3\n\n\n"
+        "def test_leave():\n    assert leave(False) == 1\n")
+    (root / "hidden/tests/test_hidden.py").write_text(
+        "from pkg.core import spin\n\n\ndef test_spin_zero():\n    assert spin(0) == 0\n")
+    patch = toolz_make_task.make_patch(root / "repo", {"pkg/core.py": (CORE_BASE, CORE_PATCHED)})
+    return load_task(root), patch
+
+
+@pytest.mark.docker
+def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_ready, tiny_task):
+    from proctor.harness.forbidden import ForbiddenRules
+    from proctor.harness.integrity import check_integrity
+    from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
+    from proctor.harness.workspace import apply_patch, kill_user_processes
+    from proctor.suites.mutation import run_mutation
+
+    task, patch = tiny_task
+    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
+    with open_task_sandbox(task, docker_ready) as sb:
+        assert apply_patch(sb, patch).applied
+        runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
+        killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
+        assert len(killers) == 3
+        kill_user_processes(sb)
+        res = run_mutation(sb, task, patch, "git_apply", summary, killers, timeout=60)
+    d = res.evidence.details
+    assert res.degraded is False and res.note is None, (res.note, res.evidence.output)
+    assert d["changed_lines"] == {"pkg/core.py": [5, 6, 7, 8, 12, 13]}
+    assert d["control"]["verdict"] == "survived"
+    assert res.counts["timeout"] >= 1  # `i += 1` -> `i -= 1` loops forever: counts as killed
+    assert list(d["dropped"].values()) == ["crashed"]  # `flag >= 0`: os._exit in the child
+    assert res.counts["survived"] >= 1  # `os._exit(3)` -> `os._exit(4)`: never reached
+    killed = res.counts.get("killed", 0) + res.counts["timeout"]
+    assert res.score == pytest.approx(killed / (killed + res.counts["survived"]))
+    assert all(s["diff"].startswith("--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ ")
+               for s in d["survivors"])
+
+
+def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
+    import importlib.util
+
+    from proctor.suites.pytest_runner import INCONTAINER
+
+    spec = importlib.util.spec_from_file_location("mutation_runner_t",
+                                                  INCONTAINER / "mutation_runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    covering = {"pkg.mod.x_f": [1], "other.x_f": [2], "pkg.mod.x_g": [3]}
+    assert runner.resolve("pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("lib.pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("mod.x_g", covering) == "pkg.mod.x_g"
+    assert runner.resolve("nowhere.x_h", covering) == "nowhere.x_h"
