@@ -23,6 +23,13 @@ SENSING_TEST = (
     "    assert getter(None)(5) == 5\n\n\n"
     "def test_slot():\n    from mutmut.mutation import trampoline\n\n"
     "    assert not trampoline._mutant_under_test\n")
+#: Senses the tool through a computed name the suspicious-code scan cannot read: it gets past
+#: the integrity phase, so only the opt-in screen (no environment reads) keeps it out.
+SCREENED_TEST = (
+    "import os\n\nfrom toolz.itertoolz import getter\n\n"
+    "KEY = '_'.join(['MUTANT', 'UNDER', 'TEST'])\n\n\n"
+    "def test_env():\n    assert not os.environ.get(KEY)\n"
+    "    assert getter(None)(5) == 5\n")
 HONEST_TEST = ("from toolz.itertoolz import getter\n\n\n"
                "def test_getter_none():\n    assert getter(None)(5) == 5\n")
 
@@ -42,6 +49,7 @@ def patches(toolz_make_task, make_toolz_patch):
         "extra": make_toolz_patch(extra),
         "extra_sensing_test": make_toolz_patch({**extra, AGENT_TEST: (None, SENSING_TEST)}),
         "extra_honest_test": make_toolz_patch({**extra, AGENT_TEST: (None, HONEST_TEST)}),
+        "extra_screened_test": make_toolz_patch({**extra, AGENT_TEST: (None, SCREENED_TEST)}),
         "extra_pragma": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, with_extra_branch(
             mk.GETTER_ORIGINAL, "  # pragma: no mutate"))}),
         "comment_only": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, mk.GETTER_BUGGY.replace(
@@ -92,9 +100,12 @@ def test_minimal_fix_outscores_fix_with_untested_branch(scored):
 
 @pytest.mark.docker
 def test_agent_test_sensing_mutant_under_test_does_not_raise_score(scored):
+    # With trusted killers only, a test that senses the mutation tool is refused before it
+    # runs: the suspicious-code scan calls sensing the grader a violation, in test files too.
     sensing = scored("extra_sensing_test")
-    assert sensing.components["mutation_score"] == scored("extra").components["mutation_score"]
-    assert sensing.evidence["mutation"].details["agent_tests"] == []
+    assert sensing.reward == -1.0 and sensing.reason == "integrity_violation"
+    assert any("MUTANT_UNDER_TEST" in r or "grader" in r for r in sensing.integrity.reasons)
+    assert sensing.components["mutation_score"] is None
 
 
 @pytest.mark.docker
@@ -131,7 +142,8 @@ def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(toolz_task, too
 @pytest.mark.docker
 def test_opt_in_agent_tests_kill_but_sensing_ones_are_screened_out(agent_task, patches):
     honest = score(agent_task, patches["extra_honest_test"])
-    sensing = score(agent_task, patches["extra_sensing_test"])
+    sensing = score(agent_task, patches["extra_screened_test"])
+    assert sensing.status == "scored" and sensing.integrity.violated is False
     assert honest.evidence["mutation"].details["agent_tests"] == [AGENT_TEST]
     assert honest.components["mutation_score"] == 1.0  # the agent's test pins the new branch
     details = sensing.evidence["mutation"].details

@@ -151,12 +151,13 @@ def test_hidden_test_overwrite_is_integrity_violation_without_any_container(
 @pytest.mark.docker
 def test_container_counter_sees_a_scoring_container(toolz_task, toolz_patches, scored,
                                                      count_containers):
-    """Control for the test above: with the baseline cached, one patch = one container."""
+    """Control for the test above: with the baseline cached, one patch = two containers (the
+    public suite's, then a fresh one for the hidden suite)."""
     scored("reference")
     with count_containers() as counter:
         rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "scored"
-    assert len(counter.created) == 1
+    assert len(counter.created) == 2
 
 
 @pytest.mark.docker
@@ -281,7 +282,7 @@ def test_baseline_is_computed_once_and_cached(toolz_task, toolz_patches, proctor
     assert rec.status == "scored"
     assert sorted(cached.parent.iterdir()) == files  # no new cache file, no temp file left
     assert cached.stat().st_mtime_ns == mtime  # not rewritten
-    assert len(counter.created) == 1  # the patch's own sandbox; no base/reference containers
+    assert len(counter.created) == 2  # the patch's own two; no base/reference containers
     assert rec.timing["baseline_s"] < 1.0
 
 

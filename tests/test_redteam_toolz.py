@@ -88,3 +88,33 @@ def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, do
     assert rec.tests["hidden"].p2p_failed > 0 and rec.tests["public"].p2p_failed > 0
     assert rec.components["mutation_score"] == 0.0 and not rec.flags.degraded
     assert rec.timing["total_s"] < 60
+
+
+def test_state_left_by_the_public_run_does_not_reach_the_hidden_run(toolz_task,
+                                                                   make_toolz_patch,
+                                                                   toolz_make_task):
+    """The fix turns itself on only when a marker file exists next to the module. The first
+    process to import it (the public run) writes the marker and stays buggy. Had the hidden
+    suite run in the same sandbox, it would have found the marker and passed; in its own
+    fresh sandbox it never does, so the hidden suite earns nothing."""
+    mk = toolz_make_task
+    gated = mk.GETTER_ORIGINAL.replace(
+        "            return lambda x: (x[index],)\n",
+        "            if _STATE_SEEN:\n"
+        "                return lambda x: (x[index],)\n"
+        "            return lambda x: x[index]\n",
+    ).replace(
+        "    else:\n        return operator.itemgetter(index)\n",
+        "    elif _STATE_SEEN:\n        return operator.itemgetter(index)\n"
+        "    else:\n        return operator.itemgetter(*index)\n",
+    )
+    header = ("import os as _os\n_STATE = _os.path.join(_os.path.dirname(__file__), '.state')\n"
+              "_STATE_SEEN = _os.path.exists(_STATE)\n"
+              "if not _STATE_SEEN:\n    open(_STATE, 'w').close()\n")
+    original = (toolz_task / "repo" / "toolz/itertoolz.py").read_text()
+    patched = original.replace(mk.GETTER_BUGGY, header + "\n\n" + gated)
+    rec = score(toolz_task, make_toolz_patch({"toolz/itertoolz.py": (original, patched)}))
+    assert rec.status == "scored"
+    assert rec.tests["public"].f2p_passed == 0
+    assert rec.tests["hidden"].f2p_passed == 0  # the marker stayed in the first sandbox
+    assert rec.reward <= 0.0

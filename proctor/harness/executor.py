@@ -7,8 +7,10 @@
     3. sandbox     fresh container, repo as a single-commit git repo, `git apply`; then,
                    before any code of the patch runs, the tamper checks (tree check,
                    suspicious code, tests weakened, reference data altered)
-    4. measure     compiled, public tests (pristine), hidden tests (copied in now), mutation
-                   score (changed lines, trusted killers), performance (task benchmark), static
+    4. measure     compiled and static analysis (files only, before any code of the patch
+                   runs), public tests (pristine); then, in a second fresh sandbox with the
+                   same patch applied, hidden tests (copied in now), mutation score (changed
+                   lines, trusted killers), performance (task benchmark)
     5. reward      pure function of the measurements
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
@@ -22,7 +24,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from proctor.errors import ProctorError
+from proctor.errors import InfraError, ProctorError
 from proctor.harness.added_lines import added_lines
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.forbidden import ForbiddenRules
@@ -169,8 +171,12 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     # 3. Sandbox: fresh container, single-commit repo, git apply.
     timeouts = task.config.timeouts
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
-    with timer("sandbox"), open_task_sandbox(task, tag, limits, rec.rollout_id,
-                                             backend=backend, ttl_s=ttl) as sb:
+
+    def sandbox():
+        return open_task_sandbox(task, tag, limits, rec.rollout_id, backend=backend,
+                                 ttl_s=ttl)
+
+    with timer("sandbox"), sandbox() as sb:
         applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
@@ -188,7 +194,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
 
-        # 4. Measure, each step under its own timeout.
+        # 4. Measure, each step under its own timeout. Before any code of the patch runs:
+        # compiled and static analysis (both read files only). Then the public suite.
         py_paths = _changed_python_files(summary)
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
@@ -199,8 +206,25 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                     sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
             else:
                 m.notes["compiled"] = "no .py file changed"
+        with timer("static_analysis"):
+            if py_paths:
+                static = run_static_analysis(sb, snapshot, py_paths,
+                                             deadline.budget(STEP_TIMEOUT_S))
+                m.static_analysis = 0.0 if static.step_failed else static_score(
+                    len(static.new_errors))
+                rec.evidence["static_analysis"] = static.evidence
+            else:
+                m.notes["static_analysis"] = "no .py file changed"
         with timer("public_tests"):
             public = run_public(sb, task, deadline.budget(timeouts.per_suite))
+
+    # The hidden suite runs in a second fresh sandbox with the same patch applied, so nothing
+    # the code started or wrote during the public run (a daemon, a file anywhere) reaches it.
+    with timer("sandbox_hidden"), sandbox() as sb:
+        again = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
+        if again.strategy != applied.strategy:
+            raise InfraError(f"the patch applied with {applied.strategy} in the first "
+                             f"sandbox but {again.strategy} in the second: {again.output[-500:]}")
         with timer("hidden_tests"):
             hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
         with timer("mutation_score"):
@@ -215,16 +239,6 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             rec.flags.degraded = rec.flags.degraded or mut.degraded
         with timer("performance"):
             _measure_performance(rec, m, sb, task, deadline)
-        with timer("static_analysis"):
-            kill_user_processes(sb)
-            if py_paths:
-                static = run_static_analysis(sb, snapshot, py_paths,
-                                             deadline.budget(STEP_TIMEOUT_S))
-                m.static_analysis = 0.0 if static.step_failed else static_score(
-                    len(static.new_errors))
-                rec.evidence["static_analysis"] = static.evidence
-            else:
-                m.notes["static_analysis"] = "no .py file changed"
 
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)

@@ -261,8 +261,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
     spec = {"root": f"{m}/repo", "files": lines}
-    name = PurePosixPath(m).name
-    sb.put_archive(str(PurePosixPath(m).parent), _staging_tar(name, task, {
+    sb.put_archive(m, _staging_tar(task, {
         "patch.diff": transform(patch) if transform else patch,
         "gen.json": json.dumps(spec).encode()}), as_root=True)
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
@@ -296,22 +295,23 @@ def _generated(sb: Sandbox, output: str, m: str) -> dict | None:
     return None
 
 
-def _staging_tar(name: str, task: Task, files: dict[str, bytes]) -> bytes:
-    """One uncompressed tar: ``name/base`` (repo/), ``name/hidden``, ``name/in/<files>``;
-    root-owned, files 0444, directories 0555, no ``__pycache__``."""
+def _staging_tar(task: Task, files: dict[str, bytes]) -> bytes:
+    """One uncompressed tar to extract into the step's root-owned dir: ``base`` (repo/),
+    ``hidden``, ``in/<files>``; root-owned, no ``__pycache__``. Modes are writable while
+    extracting (root has no CAP_DAC_OVERRIDE in the sandbox); ``put_archive(as_root=True)``
+    then removes every write bit (files 0444, directories 0555)."""
 
     def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         if "__pycache__" in info.name.split("/") or info.name.endswith((".pyc", ".pyo")):
             return None
         info.uid = info.gid = 0
         info.uname = info.gname = ""
-        info.mode = 0o555 if info.isdir() else 0o444
+        info.mode = 0o755 if info.isdir() else 0o644
         return info
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for arc, src in ((name, None), (f"{name}/in", None), (f"{name}/base", task.repo),
-                         (f"{name}/hidden", task.hidden)):
+        for arc, src in (("in", None), ("base", task.repo), ("hidden", task.hidden)):
             if src is None:
                 info = tarfile.TarInfo(arc)
                 info.type = tarfile.DIRTYPE
@@ -319,7 +319,7 @@ def _staging_tar(name: str, task: Task, files: dict[str, bytes]) -> bytes:
             else:
                 tar.add(src, arcname=arc, filter=owned)
         for rel, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{name}/in/{rel}")
+            info = tarfile.TarInfo(f"in/{rel}")
             info.size = len(data)
             tar.addfile(owned(info), io.BytesIO(data))
     return buf.getvalue()
