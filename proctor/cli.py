@@ -117,18 +117,21 @@ def task_check(
     task: Path = typer.Argument(..., help="Task directory."),
     image: str | None = typer.Option(None, help="Sandbox image tag."),
     refresh: bool = typer.Option(False, help="Recompute the baseline even if cached."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
     from proctor.harness.suites_in_sandbox import baseline_runner
     from proctor.harness.task import load_task
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.image import resolve_image
+    from proctor.sandbox.backends import check_required, choose_backend, resolve_env
     from proctor.suites.baseline import load_or_compute_baseline
 
     try:
         loaded = load_task(task)
-        tag, image_id = resolve_image(docker_client(), image)
-        b = load_or_compute_baseline(loaded, image_id, baseline_runner(loaded, tag), refresh)
+        backend = choose_backend(sandbox)
+        check_required(backend, loaded.config.limits.required)
+        tag, image_id = resolve_env(backend, image)
+        runner = baseline_runner(loaded, tag, loaded.config.limits.to_limits(), backend)
+        b = load_or_compute_baseline(loaded, image_id, runner, refresh)
     except ProctorError as exc:
         err.print(f"[red]task invalid[/red]: {exc}" if isinstance(exc, TaskConfigError)
                   else f"[red]error[/red]: {exc}")

@@ -12,6 +12,12 @@ if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v 
     || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 fi
 
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "[setup] installing bubblewrap (local sandbox backend)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null \
+    || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+fi
+
 if ! python3 -c "import proctor, pytest, typer" >/dev/null 2>&1 || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
   echo "[setup] pip install -e .[dev]" >&2
