@@ -43,7 +43,7 @@ import uuid
 import weakref
 from pathlib import Path
 
-from proctor.errors import InfraError
+from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox import cleanup
 from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Limits, Sandbox, register
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
@@ -109,25 +109,29 @@ def venv_root() -> Path:
     return Path.home() / ".cache" / "proctor" / "venvs"
 
 
-def env_id() -> str:
-    """Content id of the tools venv (pins + interpreter): part of the baseline cache key."""
+def env_id(requirements: list[str] | tuple[str, ...] = ()) -> str:
+    """Content id of the venv (pins + the task's requirements + interpreter): part of the
+    baseline cache key."""
     py = _python() or "?"
-    digest = hashlib.sha256(f"{requirements_txt()}\0{os.path.realpath(py)}".encode())
+    reqs = "\0".join(sorted(requirements))
+    digest = hashlib.sha256(f"{requirements_txt()}\0{os.path.realpath(py)}\0{reqs}".encode())
     return f"local-venv:{digest.hexdigest()[:16]}"
 
 
-def ensure_env() -> str:
-    """Build (once, cached) the venv with the pinned tools; returns its directory.
+def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
+    """Build (once, cached) the venv with the pinned tools and the task's ``requirements``
+    (installed with the pins as constraints); returns its directory.
 
     Raises:
         InfraError: no suitable Python, or pip could not install the pins.
+        TaskConfigError: pip could not install the task's requirements.
     """
     problem = unavailable()
     if problem:
         raise InfraError(f"local sandbox unavailable: {problem}")
     root = venv_root()
     root.mkdir(parents=True, exist_ok=True)
-    target = root / env_id().split(":")[1]
+    target = root / env_id(requirements).split(":")[1]
     done = target / ".proctor-complete"
     if done.exists():
         return str(target)
@@ -139,16 +143,25 @@ def ensure_env() -> str:
         print(f"[proctor] building the local tools venv in {target} (once)", file=sys.stderr)
         req = root / f"{target.name}.requirements.txt"
         req.write_text(requirements_txt())
+        task_req = root / f"{target.name}.task-requirements.txt"
+        task_req.write_text("".join(f"{r}\n" for r in sorted(requirements)))
+        pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q",
+               "--disable-pip-version-check"]
         try:
             subprocess.run([_python(), "-m", "venv", str(target)], check=True,
                            capture_output=True)
-            subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", "-r", str(req)], check=True,
-                           capture_output=True)
+            subprocess.run([*pip, "-r", str(req)], check=True, capture_output=True)
         except subprocess.CalledProcessError as exc:
             shutil.rmtree(target, ignore_errors=True)
             err = (exc.stderr or b"").decode(errors="replace")[-2000:]
             raise InfraError(f"cannot build the local tools venv: {err}") from None
+        if requirements:
+            res = subprocess.run([*pip, "-r", str(task_req), "-c", str(req)],
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                shutil.rmtree(target, ignore_errors=True)
+                raise TaskConfigError(f"task requirements cannot be installed: "
+                                      f"{res.stderr[-1500:]}")
         os.chmod(root, 0o755)
         done.write_text(requirements_txt())
     return str(target)
@@ -226,7 +239,7 @@ class LocalSandbox(Sandbox):
             raise InfraError(f"local sandbox unavailable: {problem}")
         self.limits = limits
         self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.image_id = env_id()
+        self.image_id = env_id()  # the tools' id; resolve_env gives the task env's
         self._venv = str(Path(env).resolve())
         self._fds: dict[str, int] = {}
         self._procs: weakref.WeakSet = weakref.WeakSet()
