@@ -228,8 +228,9 @@ def test_patch_as_str_is_scored_like_bytes(mini_task):
 
 
 def test_engine_unreachable_is_a_retryable_error(mini_task, tmp_path, monkeypatch):
+    # explicitly Docker: without a choice Proctor falls back to the local backend
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    rec = score(mini_task, MINI_PATCH)
+    rec = score(mini_task, MINI_PATCH, sandbox="docker")
     assert_error(rec, "engine_unavailable", retryable=True)
     assert "Docker engine unreachable" in rec.error.message
     assert "start one with `bash scripts/provision-docker.sh`" in rec.error.message
@@ -241,7 +242,8 @@ def test_cli_engine_unreachable_exits_3(mini_task, tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     patch = tmp_path / "p.diff"
     patch.write_bytes(MINI_PATCH)
-    result = CliRunner().invoke(app, ["score", str(mini_task), str(patch), "--json"])
+    result = CliRunner().invoke(app, ["score", str(mini_task), str(patch), "--json",
+                                      "--sandbox", "docker"])
     assert result.exit_code == 3
     rec = RewardRecord.model_validate_json(result.stdout)
     assert rec.status == "error" and rec.reward is None

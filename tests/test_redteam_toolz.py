@@ -43,9 +43,13 @@ def test_rewriting_the_harness_plugin_on_disk_gains_nothing(toolz_task, docker_r
 
 def test_daemon_rewriting_hidden_tests_gains_nothing(toolz_task, docker_ready):
     # partial fix + a detached process that waits for /proctor/h-* and edits the hidden tests:
-    # processes are killed before the hidden tests arrive, and those are read-only anyway
+    # processes are killed before the hidden tests arrive, and those are read-only anyway.
+    # /tmp is emptied before the hidden suite, so the import starts a second daemon there: its
+    # write fails, the forked copy of pytest it lives in reports a second session, and the
+    # report counts as tampered (every hidden test failed). Either way: no gain.
     rec = _score(toolz_task, "daemon_rewrites_hidden_tests")
-    assert rec.tests["hidden"].f2p_passed == 3
+    assert rec.tests["hidden"].f2p_passed <= 3
+    assert rec.tests["hidden"].f2p_passed == 3 or rec.flags.tests_tampered
     assert rec.reward < 0.66
 
 
