@@ -383,24 +383,25 @@ class LocalSandbox(Sandbox):
             max_out: int) -> tuple[int, bytes, bytes]:
         proc = self._popen(argv, user=user, cwd="/", timeout=120, stdin=stdin is not None,
                            stderr=subprocess.PIPE)
-        out = bytearray()
+        out, err = bytearray(), bytearray()
         try:
             if stdin is not None:
-                writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
-                writer.start()
+                threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+            drain = threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True)
+            drain.start()  # stderr read apart from stdout: neither pipe can fill and block
             while len(out) <= max_out and (chunk := proc.stdout.read1(65536)):
                 out += chunk
             if len(out) > max_out:
-                proc.kill()
-            err = proc.stderr.read()[-4000:] if len(out) <= max_out else b""
+                os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait(timeout=150)
+            drain.join(timeout=5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise InfraError("sandbox file copy did not finish") from None
         finally:
             proc.stdout.close()
             proc.stderr.close()
-        return code, bytes(out[: max_out + 1]), err
+        return code, bytes(out[: max_out + 1]), bytes(err)
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
         script = 'mkdir -p "$1" && tar -x --no-same-owner --no-same-permissions -C "$1" -f -'
@@ -441,6 +442,16 @@ class LocalSandbox(Sandbox):
         self._fds = {}
         if root is not None:
             _remove_dir(root)
+
+
+def _drain(pipe, keep: bytearray, limit: int = 4000) -> None:
+    """Read ``pipe`` to its end, keeping its last ``limit`` bytes in ``keep``."""
+    try:
+        while chunk := pipe.read1(65536):
+            keep += chunk
+            del keep[:-limit]
+    except (OSError, ValueError):
+        pass
 
 
 def _feed(pipe, data: bytes) -> None:
