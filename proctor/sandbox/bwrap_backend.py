@@ -420,6 +420,9 @@ class LocalSandbox(Sandbox):
             return None
         return data
 
+    def kill_user_processes(self) -> None:
+        """Nothing to do: each run has its own pid namespace, which ends with the run."""
+
     def leftovers(self) -> list[str]:
         """The host dir while it exists, plus the pids of bwrap runs still alive."""
         left = [str(self._root)] if self._root is not None and self._root.exists() else []
