@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     sampler.join()
     time.sleep(0.5)
 
-    errors = [(k, n, r.error.kind if r.error else "") for k, n, r in results
+    errors = [(k, n, f"{r.error.kind}: {r.error.message[:300]}" if r.error else "")
+              for k, n, r in results
               if r.status == "error"]
     mismatches = [(n, r.reward, alone[n]) for k, n, r in results
                   if k == "honest" and r.reward != alone[n]]
