@@ -21,7 +21,8 @@ from proctor.record import RewardRecord
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Decomposed, tamper-resistant rewards for coding-agent patches.")
 task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate tasks.")
-image_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image (offline).")
+image_app = typer.Typer(no_args_is_help=True,
+                        help="Build the sandbox image (offline); list and prune task envs.")
 app.add_typer(task_app, name="task")
 app.add_typer(image_app, name="image")
 out = Console()
@@ -136,18 +137,21 @@ def task_check(
     task: Path = typer.Argument(..., help="Task directory."),
     image: str | None = typer.Option(None, help="Sandbox image tag."),
     refresh: bool = typer.Option(False, help="Recompute the baseline even if cached."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
     from proctor.harness.suites_in_sandbox import baseline_runner
     from proctor.harness.task import load_task
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.image import resolve_image
+    from proctor.sandbox.backends import check_required, choose_backend, resolve_env
     from proctor.suites.baseline import load_or_compute_baseline
 
     try:
         loaded = load_task(task)
-        tag, image_id = resolve_image(docker_client(), image)
-        b = load_or_compute_baseline(loaded, image_id, baseline_runner(loaded, tag), refresh)
+        backend = choose_backend(sandbox)
+        check_required(backend, loaded.config.limits.required)
+        tag, image_id = resolve_env(backend, image, loaded.requirements)
+        runner = baseline_runner(loaded, tag, loaded.config.limits.to_limits(), backend)
+        b = load_or_compute_baseline(loaded, image_id, runner, refresh)
     except ProctorError as exc:
         err.print(f"[red]task invalid[/red]: {exc}" if isinstance(exc, TaskConfigError)
                   else f"[red]error[/red]: {exc}")
@@ -179,6 +183,45 @@ def image_build(
     except InfraError as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_INFRA) from None
+
+
+@image_app.command("list")
+def image_list() -> None:
+    """List Proctor's sandbox images and task environments, newest first."""
+    from proctor.sandbox.engine import docker_client
+    from proctor.sandbox.environments import list_images
+
+    try:
+        images = list_images(docker_client())
+    except InfraError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(EXIT_INFRA) from None
+    table = Table(title="Proctor images")
+    for col in ("tag", "role", "created", "size", "requirements"):
+        table.add_column(col)
+    for i in images:
+        table.add_row(i.tag, i.role, i.created[:19], f"{i.size / 1024**2:.0f} MiB",
+                      i.requirements)
+    out.print(table)
+
+
+@image_app.command("prune")
+def image_prune(
+    keep: int = typer.Option(5, min=0, help="Task environments to keep (the newest)."),
+) -> None:
+    """Remove task-environment images but the newest KEEP; sandbox images are kept."""
+    from proctor.sandbox.engine import docker_client
+    from proctor.sandbox.environments import prune_images
+
+    try:
+        removed, busy = prune_images(docker_client(), keep)
+    except InfraError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(EXIT_INFRA) from None
+    for tag in removed:
+        print(f"removed {tag}")
+    for tag in busy:
+        print(f"kept {tag} (in use)")
 
 
 if __name__ == "__main__":

@@ -228,6 +228,7 @@ def test_patch_as_str_is_scored_like_bytes(mini_task):
 
 
 def test_engine_unreachable_is_a_retryable_error(mini_task, tmp_path, monkeypatch):
+    # explicitly Docker: without a choice Proctor falls back to the local backend
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     rec = score(mini_task, MINI_PATCH, sandbox="docker")  # asked for: no local fallback
     assert_error(rec, "engine_unavailable", retryable=True)

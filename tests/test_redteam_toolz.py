@@ -64,9 +64,12 @@ def test_rewriting_the_harness_plugin_on_disk_gains_nothing(toolz_task, docker_r
 
 def test_daemon_rewriting_hidden_tests_gains_nothing(toolz_task, docker_ready):
     # partial fix + a detached process that waits for /proctor/h-* and edits the hidden tests:
-    # processes are killed before the hidden tests arrive, and those are read-only anyway
+    # processes are killed before the hidden tests arrive, and those are read-only anyway.
+    # The hidden suite runs in its own fresh sandbox: the daemon is not there; the import
+    # starts a new one, whose rewrite of the read-only hidden tests fails. No gain.
     rec = _score(toolz_task, "daemon_rewrites_hidden_tests_obfuscated")
-    assert rec.tests["hidden"].f2p_passed == 3
+    assert rec.tests["hidden"].f2p_passed <= 3
+    assert rec.tests["hidden"].f2p_passed == 3 or rec.flags.tests_tampered
     assert rec.reward < 0.66
 
 

@@ -158,7 +158,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     with timer("baseline"):
         backend = choose_backend(sandbox)
         check_required(backend, task.config.limits.required)
-        tag, image_id = resolve_env(backend, image)
+        tag, image_id = resolve_env(backend, image, task.requirements)
         rec.env.image, rec.env.image_digest = tag, image_id
         baseline = load_or_compute_baseline(
             task, image_id, baseline_runner(task, tag, limits, backend))

@@ -14,6 +14,7 @@ from proctor.harness.workspace import (
     kill_user_processes,
     place_hidden_tests,
     prepare_repo,
+    reset_scratch,
     restore_public_tests,
 )
 from proctor.sandbox.backends import open_sandbox
@@ -45,9 +46,10 @@ def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
 
 
 def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
-    """Kill what the earlier steps left running, copy the hidden tests in now (read-only, to
-    an unpredictable dir) and run them there."""
+    """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
+    in now (read-only, to an unpredictable dir) and run them there."""
     kill_user_processes(sb)
+    reset_scratch(sb)
     root = place_hidden_tests(sb, task)
     return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)

@@ -8,6 +8,8 @@ Example ``task.toml``::
 
     id = "toolz-get"
     sources = ["toolz"]              # source paths inside repo/ (mutation, static analysis)
+    requirements = ["six==1.16.0"]   # the tests' Python requirements (pip lines, no options)
+    requirements_file = "requirements.txt"   # more of them, in the task dir (not repo/)
     forbidden = ["docs/secret/**"]   # extra forbidden patterns, added to the defaults
 
     [tests]
@@ -68,6 +70,15 @@ from proctor.rewards.weights import Weights
 from proctor.sandbox.base import Limits
 
 TASK_FILE = "task.toml"
+
+
+def _requirement(line: str) -> str:
+    """One pip requirement (``name``, ``name==1.0``, ``name[extra]>=2``): no options, no
+    paths or URLs, so it can only name a package from the wheelhouse."""
+    line = line.strip()
+    if not line or line.startswith("-") or "/" in line or "\\" in line or "@" in line:
+        raise ValueError(f"not a plain requirement (no options, paths or URLs): {line!r}")
+    return line
 
 
 def _repo_relative(value: str) -> str:
@@ -198,6 +209,8 @@ class TaskConfig(BaseModel):
     benchmark: BenchmarkConfig | None = None
     limits: LimitsConfig = LimitsConfig()
     mutation: MutationConfig = MutationConfig()
+    requirements: list[str] = []
+    requirements_file: str | None = None
 
     def effective_weights(self) -> Weights:
         """The weights the reward uses. With a benchmark, ``performance`` gets its weight
@@ -210,6 +223,11 @@ class TaskConfig(BaseModel):
         scale = (1.0 - self.benchmark.weight) / (sum(others.values()) or 1.0)
         return Weights(**{k: v * scale for k, v in others.items()},
                        performance=self.benchmark.weight)
+
+    @field_validator("requirements")
+    @classmethod
+    def _plain_requirements(cls, v: list[str]) -> list[str]:
+        return [_requirement(x) for x in v]
 
     @field_validator("sources")
     @classmethod
@@ -252,6 +270,29 @@ class Task(BaseModel):
     def hidden_files(self) -> list[str]:
         """Repo-relative paths of the hidden test files (their upstream location)."""
         return sorted(p.relative_to(self.hidden).as_posix() for p in _files(self.hidden))
+
+    @cached_property
+    def requirements(self) -> list[str]:
+        """The tests' Python requirements: ``requirements`` plus the lines of
+        ``requirements_file`` (comments and blank lines dropped), sorted, without duplicates.
+
+        Raises:
+            TaskConfigError: the file is missing or a line is not a plain requirement.
+        """
+        lines = list(self.config.requirements)
+        if self.config.requirements_file:
+            path = self.root / self.config.requirements_file
+            if not path.is_file() or self.repo in path.resolve().parents:
+                raise TaskConfigError(f"{self.root / TASK_FILE}: field 'requirements_file': "
+                                      f"{path} not found (it lives in the task dir, not repo/)")
+            for raw in path.read_text(encoding="utf-8").splitlines():
+                raw = raw.split("#", 1)[0].strip()
+                if raw:
+                    try:
+                        lines.append(_requirement(raw))
+                    except ValueError as exc:
+                        raise TaskConfigError(f"{path}: {exc}") from None
+        return sorted(set(lines))
 
     @cached_property
     def fingerprint(self) -> str:
@@ -317,6 +358,7 @@ def load_task(path: str | Path) -> Task:
         raise TaskConfigError(
             f"{toml_path}: field 'benchmark.dir': directory {root / bench.dir} not found"
         )
+    task.requirements  # noqa: B018 - validates requirements_file now, not mid-run
     for rel in config.tests.public:
         if not (task.repo / rel).exists():
             raise TaskConfigError(

@@ -99,6 +99,14 @@ def place_bench_dir(sb: Sandbox, task: Task) -> str | None:
 
 
 def kill_user_processes(sb: Sandbox, timeout: float = 10) -> None:
-    """SIGKILL every process of the sandbox user (``kill -9 -1`` spares only the caller and
-    PID 1), so nothing the code under test started in one step reaches the next."""
-    sb.run(["sh", "-c", "kill -9 -1 2>/dev/null; true"], timeout=timeout)
+    """SIGKILL every process of the sandbox user (see
+    :meth:`~proctor.sandbox.base.Sandbox.kill_user_processes`), so nothing the code under
+    test started in one step reaches the next."""
+    sb.kill_user_processes()
+
+
+def reset_scratch(sb: Sandbox, timeout: float = 30) -> None:
+    """Empty ``/tmp`` and ``HOME``, so every suite starts from the same scratch state (a
+    patch that filled ``/tmp`` in one suite must not decide the next one's fate)."""
+    sb.run(["sh", "-c", 'for d in /tmp "$HOME"; do find "$d" -mindepth 1 -delete; done '
+            "2>/dev/null; true"], timeout=timeout)

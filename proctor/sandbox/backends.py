@@ -46,20 +46,27 @@ def choose_backend(requested: str | None = None) -> str:
         return "local"
 
 
-def resolve_env(backend: str, image: str | None = None) -> tuple[str, str]:
-    """(environment handed to the backend, its content id). Docker: (image tag, image id);
-    local: (tools venv dir, ``local-venv:<hash>``).
+def resolve_env(backend: str, image: str | None = None,
+                requirements: list[str] | None = None) -> tuple[str, str]:
+    """(environment handed to the backend, its content id) for a task with ``requirements``
+    (:mod:`proctor.sandbox.environments`). Docker: (image tag, image id), the task's layer
+    when it has requirements; local: (venv dir, ``local-venv:<hash>``).
 
     Raises:
-        ImageMissing / EngineUnavailable (Docker), InfraError (local venv build).
+        ImageMissing / EngineUnavailable (Docker), InfraError (environment build),
+        TaskConfigError (requirements that cannot be installed).
     """
+    reqs = sorted(requirements or [])
     if backend == "docker":
         from proctor.sandbox.engine import docker_client
+        from proctor.sandbox.environments import task_image
         from proctor.sandbox.image import resolve_image
 
-        return resolve_image(docker_client(), image)
+        client = docker_client()
+        tag, image_id = resolve_image(client, image)
+        return task_image(client, tag, image_id, reqs) if reqs else (tag, image_id)
     if backend == "local":
-        return bwrap_backend.ensure_env(), bwrap_backend.env_id()
+        return bwrap_backend.ensure_env(reqs), bwrap_backend.env_id(reqs)
     raise TaskConfigError(f"unknown sandbox backend {backend!r}")
 
 

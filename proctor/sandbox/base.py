@@ -111,6 +111,11 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Stop and remove everything the sandbox holds."""
 
+    def kill_user_processes(self) -> None:
+        """SIGKILL every process of the sandbox user (what one step started must not reach
+        the next). Default: ``kill -9 -1`` as the user, which spares the caller and PID 1."""
+        self.run(["sh", "-c", "kill -9 -1 2>/dev/null; true"], timeout=10)
+
     @abstractmethod
     def leftovers(self) -> list[str]:
         """What of this sandbox still exists on the host (container ids, directories,

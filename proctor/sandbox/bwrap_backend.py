@@ -43,7 +43,7 @@ import uuid
 import weakref
 from pathlib import Path
 
-from proctor.errors import InfraError
+from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox import cleanup
 from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Limits, Sandbox, register
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
@@ -109,25 +109,29 @@ def venv_root() -> Path:
     return Path.home() / ".cache" / "proctor" / "venvs"
 
 
-def env_id() -> str:
-    """Content id of the tools venv (pins + interpreter): part of the baseline cache key."""
+def env_id(requirements: list[str] | tuple[str, ...] = ()) -> str:
+    """Content id of the venv (pins + the task's requirements + interpreter): part of the
+    baseline cache key."""
     py = _python() or "?"
-    digest = hashlib.sha256(f"{requirements_txt()}\0{os.path.realpath(py)}".encode())
+    reqs = "\0".join(sorted(requirements))
+    digest = hashlib.sha256(f"{requirements_txt()}\0{os.path.realpath(py)}\0{reqs}".encode())
     return f"local-venv:{digest.hexdigest()[:16]}"
 
 
-def ensure_env() -> str:
-    """Build (once, cached) the venv with the pinned tools; returns its directory.
+def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
+    """Build (once, cached) the venv with the pinned tools and the task's ``requirements``
+    (installed with the pins as constraints); returns its directory.
 
     Raises:
         InfraError: no suitable Python, or pip could not install the pins.
+        TaskConfigError: pip could not install the task's requirements.
     """
     problem = unavailable()
     if problem:
         raise InfraError(f"local sandbox unavailable: {problem}")
     root = venv_root()
     root.mkdir(parents=True, exist_ok=True)
-    target = root / env_id().split(":")[1]
+    target = root / env_id(requirements).split(":")[1]
     done = target / ".proctor-complete"
     if done.exists():
         return str(target)
@@ -139,16 +143,25 @@ def ensure_env() -> str:
         print(f"[proctor] building the local tools venv in {target} (once)", file=sys.stderr)
         req = root / f"{target.name}.requirements.txt"
         req.write_text(requirements_txt())
+        task_req = root / f"{target.name}.task-requirements.txt"
+        task_req.write_text("".join(f"{r}\n" for r in sorted(requirements)))
+        pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q",
+               "--disable-pip-version-check"]
         try:
             subprocess.run([_python(), "-m", "venv", str(target)], check=True,
                            capture_output=True)
-            subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", "-r", str(req)], check=True,
-                           capture_output=True)
+            subprocess.run([*pip, "-r", str(req)], check=True, capture_output=True)
         except subprocess.CalledProcessError as exc:
             shutil.rmtree(target, ignore_errors=True)
             err = (exc.stderr or b"").decode(errors="replace")[-2000:]
             raise InfraError(f"cannot build the local tools venv: {err}") from None
+        if requirements:
+            res = subprocess.run([*pip, "-r", str(task_req), "-c", str(req)],
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                shutil.rmtree(target, ignore_errors=True)
+                raise TaskConfigError(f"task requirements cannot be installed: "
+                                      f"{res.stderr[-1500:]}")
         os.chmod(root, 0o755)
         done.write_text(requirements_txt())
     return str(target)
@@ -226,7 +239,7 @@ class LocalSandbox(Sandbox):
             raise InfraError(f"local sandbox unavailable: {problem}")
         self.limits = limits
         self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.image_id = env_id()
+        self.image_id = env_id()  # the tools' id; resolve_env gives the task env's
         self._venv = str(Path(env).resolve())
         self._fds: dict[str, int] = {}
         self._procs: weakref.WeakSet = weakref.WeakSet()
@@ -370,24 +383,25 @@ class LocalSandbox(Sandbox):
             max_out: int) -> tuple[int, bytes, bytes]:
         proc = self._popen(argv, user=user, cwd="/", timeout=120, stdin=stdin is not None,
                            stderr=subprocess.PIPE)
-        out = bytearray()
+        out, err = bytearray(), bytearray()
         try:
             if stdin is not None:
-                writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
-                writer.start()
+                threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+            drain = threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True)
+            drain.start()  # stderr read apart from stdout: neither pipe can fill and block
             while len(out) <= max_out and (chunk := proc.stdout.read1(65536)):
                 out += chunk
             if len(out) > max_out:
-                proc.kill()
-            err = proc.stderr.read()[-4000:] if len(out) <= max_out else b""
+                os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait(timeout=150)
+            drain.join(timeout=5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise InfraError("sandbox file copy did not finish") from None
         finally:
             proc.stdout.close()
             proc.stderr.close()
-        return code, bytes(out[: max_out + 1]), err
+        return code, bytes(out[: max_out + 1]), bytes(err)
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
         script = 'mkdir -p "$1" && tar -x --no-same-owner --no-same-permissions -C "$1" -f -'
@@ -405,6 +419,9 @@ class LocalSandbox(Sandbox):
         if code != 0 or len(data) > max_bytes:
             return None
         return data
+
+    def kill_user_processes(self) -> None:
+        """Nothing to do: each run has its own pid namespace, which ends with the run."""
 
     def leftovers(self) -> list[str]:
         """The host dir while it exists, plus the pids of bwrap runs still alive."""
@@ -428,6 +445,16 @@ class LocalSandbox(Sandbox):
         self._fds = {}
         if root is not None:
             _remove_dir(root)
+
+
+def _drain(pipe, keep: bytearray, limit: int = 4000) -> None:
+    """Read ``pipe`` to its end, keeping its last ``limit`` bytes in ``keep``."""
+    try:
+        while chunk := pipe.read1(65536):
+            keep += chunk
+            del keep[:-limit]
+    except (OSError, ValueError):
+        pass
 
 
 def _feed(pipe, data: bytes) -> None:

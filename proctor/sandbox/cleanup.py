@@ -95,7 +95,7 @@ def remove_stale(*, expired: bool = True, client=None) -> CleanupReport:
         if client is None:
             from proctor.sandbox.engine import docker_client
 
-            client = docker_client(timeout=30)
+            client = docker_client(timeout=10)
         containers = client.containers.list(all=True, filters={"label": LABEL})
     except Exception:  # noqa: BLE001 - no engine: nothing of Docker's to clean
         containers = []

@@ -1,8 +1,9 @@
 """Docker sandbox backend (docker-py): one fresh, locked-down container per patch.
 
-The container's own processes (an init that reaps zombies: the engine's ``--init`` when it has
-one, else a tiny Python reaper as PID 1; and ``sleep infinity``) run as root without any
-capability; every command runs as user 1000 unless the harness asks for root. The container
+PID 1 is a tiny Python init (``PY_INIT``; the image's python3) running as user 1000: it reaps
+zombies and, on SIGUSR1 from the engine, kills every other process of the user. Every command
+runs as user 1000 unless the harness asks for root (which, without capabilities, only owns
+files: it can neither bypass permissions nor signal the user's processes). The container
 has:
 
 - a read-only root file system; the writable places are sized tmpfs mounts (``WRITABLE``):
@@ -58,17 +59,27 @@ SANDBOX_ENV = {
     "PYTHONHASHSEED": "0",
 }
 MiB = 1024**2
-#: PID 1 when the engine has no ``docker-init``: reaps every orphan, exits on TERM.
-PY_REAPER = (
+#: PID 1 of every container, run as the sandbox user: reaps every orphan (no zombies), and on
+#: SIGUSR1 (sent by the engine, so it works even when the pids limit leaves no room to start
+#: a command) SIGKILLs every other process of the sandbox user. Signals from inside the
+#: container cannot kill it (PID 1 of its namespace, no handler but SIGUSR1's, which only
+#: kills the user's own processes); the engine's SIGKILL on removal ends it.
+PY_INIT = (
     "import os, signal, time\n"
-    "signal.signal(signal.SIGTERM, lambda *a: os._exit(0))\n"
+    "def killall(*_):\n"
+    "    try:\n"
+    "        os.kill(-1, signal.SIGKILL)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "signal.signal(signal.SIGUSR1, killall)\n"
     "while True:\n"
     "    try:\n"
     "        os.waitpid(-1, 0)\n"
     "    except ChildProcessError:\n"
     "        time.sleep(0.5)\n"
+    "    except InterruptedError:\n"
+    "        pass\n"
 )
-_NO_INIT: set[int] = set()  # id() of clients whose engine refused --init
 
 
 def writable_mounts(limits: Limits) -> dict[str, str]:
@@ -118,26 +129,15 @@ class DockerSandbox(Sandbox):
         if lim.cpu_seconds:
             ulimits.append(Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 5))
         kwargs = dict(
-            user="0:0", working_dir="/work", environment=SANDBOX_ENV,
+            user=SANDBOX_USER, working_dir="/work", environment=SANDBOX_ENV,
             network_mode="none", read_only=True, tmpfs=writable_mounts(lim),
             mem_limit=lim.memory_bytes, memswap_limit=lim.memory_bytes,
             nano_cpus=int(lim.cpus * 1e9), pids_limit=lim.pids, ulimits=ulimits,
             security_opt=["no-new-privileges"], cap_drop=["ALL"],
             labels=cleanup.labels(self.run_id, ttl_s), detach=True,
         )
-        if id(self._client) not in _NO_INIT:
-            container = self._client.containers.create(
-                image, command=["sleep", "infinity"], init=True, **kwargs)
-            try:
-                container.start()
-                return container
-            except APIError as exc:
-                container.remove(force=True)
-                if "init" not in str(exc).lower():
-                    raise
-                _NO_INIT.add(id(self._client))
         container = self._client.containers.create(
-            image, command=["python3", "-c", PY_REAPER], **kwargs)
+            image, command=["python3", "-c", PY_INIT], **kwargs)
         self._container = container
         container.start()
         return container
@@ -194,17 +194,27 @@ class DockerSandbox(Sandbox):
             output += f"\n[proctor: output truncated, {dropped} more bytes dropped]\n"
         timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5
         if timed_out:  # children that left timeout's process group die too
-            self._kill_all()
+            self.kill_user_processes()
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
 
-    def _kill_all(self) -> None:
-        """SIGKILL every process of the sandbox user (the init and ``sleep`` run as root,
-        without capabilities, so the user can neither signal them nor be them)."""
+    def kill_user_processes(self, settle_s: float = 10.0) -> None:
+        """SIGKILL every process of the sandbox user but PID 1, through PID 1 (no command
+        has to start, so a fork bomb holding the pids limit cannot prevent it); then wait up
+        to ``settle_s`` seconds until a command can start again."""
         try:
-            self._alive().exec_run(["sh", "-c", "kill -9 -1 2>/dev/null; true"],
-                                   user=SANDBOX_USER)
-        except (DockerException, RequestException):
-            pass
+            self._alive().kill(signal="SIGUSR1")
+        except (DockerException, RequestException) as exc:
+            raise InfraError(f"cannot signal the sandbox init: {exc}") from None
+        end = time.monotonic() + settle_s
+        while True:
+            try:
+                if self._alive().exec_run(["true"], user=SANDBOX_USER).exit_code == 0:
+                    return
+            except (DockerException, RequestException):
+                pass
+            if time.monotonic() > end:
+                return
+            time.sleep(0.2)
 
     def _exec_io(self, argv: list[str], stdin: bytes | None, user: str,
                  max_out: int) -> tuple[int | None, bytes, bytes]:
