@@ -57,7 +57,10 @@ def test_abuse_costs_one_rollout_never_the_run(backend, abuse, abuse_task, abuse
     assert rec.timing["total_s"] <= TIMEOUTS["per_patch"] + 5
     hidden, public = rec.tests["hidden"], rec.tests["public"]
     if abuse in HARMLESS:
-        assert -0.1 <= rec.reward <= 0.0  # changes nothing: scored like a no-op change
+        # changes nothing a test checks: scored like a no-op change, minus the penalty the
+        # suspicious-code scan charges for os._exit in library code (0.20)
+        assert rec.penalties == {"suspicious_code": pytest.approx(0.2), "visible_only": 0.0}
+        assert -0.1 <= rec.reward + sum(rec.penalties.values()) <= 0.0
     elif abuse in WHOLE_SUITE:
         assert hidden.p2p_failed == hidden.p2p_total and public.p2p_failed == public.p2p_total
         assert rec.reward < -0.5

@@ -79,6 +79,7 @@ def test_sabotaging_static_analysis_is_the_patch_failure_not_an_infra_error(tool
     # The mutation runner dies too: scored 0.0, so the weights stay nominal (-.25 - .35).
     rec = _score(toolz_task, "static_check_tamper_infra_error_obfuscated")
     assert rec.reward < -0.6 and rec.components["static_analysis"] == 1.0
+    assert rec.components["mutation_score"] == 0.0 and not rec.flags.degraded
 
 
 def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, docker_ready):
@@ -89,7 +90,6 @@ def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, do
     rec = _score(toolz_task, "oversized_report_infra_error_stall_obfuscated")
     assert rec.status == "scored" and rec.reward < -0.1
     assert rec.tests["hidden"].p2p_failed > 0 and rec.tests["public"].p2p_failed > 0
-    assert rec.components["mutation_score"] == 0.0 and not rec.flags.degraded
     assert rec.timing["total_s"] < 60
 
 

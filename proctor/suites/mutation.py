@@ -270,6 +270,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f"chmod -R u+w {m}/repo", f"cd {m}/repo",
         f"git apply --whitespace=nowarn {' '.join(flags)} {m}/in/patch.diff",
         f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
+        f"chmod -R u+w {m}/repo",  # the copies keep base's read-only modes
         f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",
         f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
         f" > {m}/gen.json",
