@@ -22,6 +22,9 @@ OUT_DIR = "/proctor/out"
 PYTHON = "/opt/proctor/venv/bin/python"
 #: pytest exit statuses that mean "the session ran to its end" (0 all passed, 1 some failed).
 COMPLETED_EXIT = (0, 1)
+#: Exit status of run_pytest.py's audit hook when the code under test replaced a function's
+#: code object or installed an audit hook: the runner was subverted (a tripwire, -1.0).
+SUBVERTED_EXIT = 86
 
 
 @dataclass
@@ -157,6 +160,11 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     outcomes, session, coll_errors = parse_report(raw.decode("utf-8", "replace") if raw else "")
     finished = session is not None and res.exit_code in COMPLETED_EXIT
     real, tampered, tripwire = judge_report(outcomes, session, res.exit_code, finished, trip)
+    if res.exit_code == SUBVERTED_EXIT and not res.timed_out:
+        tripwire = ("the runner's audit hook stopped the code under test: "
+                    + (res.output.rsplit("proctor: the code under test ", 1)[-1].strip()[:200]
+                       if "proctor: the code under test " in res.output else "exit status "
+                       f"{SUBVERTED_EXIT}"))
     return SuiteRun(
         suite=suite, outcomes={} if tampered or tripwire else real, command=res.command,
         exit_code=res.exit_code, duration_s=res.duration_s, output=res.output[-8000:],
