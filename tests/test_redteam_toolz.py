@@ -96,3 +96,11 @@ def test_neutering_test_bodies_while_sparing_the_tripwire_trips_the_runner_guard
     # run_pytest.py's own audit hook ends the run at the foreign hook: tripwire, -1.0
     rec = _score(toolz_task, "neuter_tests_spare_tripwire")
     assert rec.reward == -1.0 and rec.reason == "tripwire" and rec.flags.tripwire
+
+
+def test_non_utf8_file_name_yields_a_serialisable_record(toolz_task, docker_ready):
+    # a C-quoted non-UTF-8 name ("\377x.py"): the record used to hold a lone surrogate that
+    # made to_json raise, so `proctor batch` died without writing any record
+    rec = _score(toolz_task, "nonutf8_c_quoted_name")
+    assert rec.reward == -1.0 and rec.reason == "integrity_violation"
+    assert "\\udcff" in rec.to_json()
