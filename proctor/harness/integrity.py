@@ -452,11 +452,13 @@ def _collect_block(col: _Collector, b: _Block) -> None:
 # --- git's reading -----------------------------------------------------------------------
 
 
-def git_listed_paths(patch: bytes) -> set[str]:
+def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     """Paths ``git apply --numstat --summary -z`` reads from ``patch`` (raw, as git prints
     them: ``a/`` already stripped, not normalised; may contain ``../x`` or ``.git/...``).
 
-    Includes rename and copy sources (parsed from the summary lines). Git runs in a fresh
+    ``recount``: read it as ``git apply --recount`` does (hunk line counts ignored), the
+    way the last apply fallback reads it. Includes rename and copy sources (parsed from the
+    summary lines). Git runs in a fresh
     empty temp dir with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*``
     variables, so no work tree is found (inside one, git silently drops paths outside
     it); the dir is removed on every path out. DESIGN 2.1. Empty input gives ``set()``.
@@ -477,7 +479,8 @@ def git_listed_paths(patch: bytes) -> set[str]:
             LC_ALL="C",
         )
         proc = subprocess.run(
-            ["git", "apply", "--numstat", "--summary", "-z", "-"],
+            ["git", "apply", "--numstat", "--summary", "-z", *(["--recount"] if recount else []),
+             "-"],
             input=patch,
             cwd=tmp,
             env=env,
