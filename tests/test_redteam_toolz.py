@@ -104,3 +104,13 @@ def test_non_utf8_file_name_yields_a_serialisable_record(toolz_task, docker_read
     rec = _score(toolz_task, "nonutf8_c_quoted_name")
     assert rec.reward == -1.0 and rec.reason == "integrity_violation"
     assert "\\udcff" in rec.to_json()
+
+
+def test_faking_passes_then_dying_before_the_tripwire_gains_nothing(toolz_task, docker_ready):
+    # no fix: every test body is skipped (through _pytest.runner.call_and_report) and the
+    # process SIGKILLs itself when the last module starts, which was always the tripwire's:
+    # the session "did not finish", so the missing tripwire was excused (scored 0.991).
+    # Now the tripwire sits at a random place and a report it did not vouch for is void.
+    rec = _score(toolz_task, "skip_last_module_early_exit")
+    assert rec.reward <= 0.0
+    assert rec.flags.tripwire or rec.flags.tests_tampered

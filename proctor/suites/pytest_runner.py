@@ -118,20 +118,26 @@ def judge_report(outcomes: dict[str, str], session: dict | None, exit_code: int,
 
     Returns (outcomes without the tripwires, tampering reasons, tripwire verdict or None).
     A must-fail tripwire that did not fail, or missing tripwires in a session that ran to its
-    end, means the runner was subverted. A session record disagreeing with the exit code, or
-    verdicts disagreeing with it (exit 0 with failures, exit 1 without), means the report was
-    tampered with.
+    end, means the runner was subverted. A session record disagreeing with the exit code,
+    verdicts disagreeing with it (exit 0 with failures, exit 1 without), or a session that
+    ended before the must-fail tripwire reported, means the report cannot be trusted.
     """
     names = (f"::{trip.must_fail}", f"::{trip.must_pass}")
     trips = {k: v for k, v in outcomes.items() if k.endswith(names)}
     real = {k: v for k, v in outcomes.items() if k not in trips}
     fail = next((v for k, v in trips.items() if k.endswith(trip.must_fail)), None)
     tripwire = None
+    tampered = []
     if fail is not None and fail != "failed":
         tripwire = f"must-fail tripwire reported {fail}"
     elif fail is None and finished:
         tripwire = "tripwire missing from a session that ran to its end"
-    tampered = []
+    elif fail is None:
+        # The run ended (killed, crashed, exited) before the must-fail tripwire reported:
+        # nothing vouches for the verdicts it did write (code that fakes passes and then
+        # ends the process before the tripwire runs scored as a complete fix).
+        tampered.append("the session ended before the must-fail tripwire reported: its "
+                        "verdicts cannot be vouched for")
     if session is not None and session.get("exitstatus") != exit_code and finished:
         tampered.append(f"session record says exit {session.get('exitstatus')}, "
                         f"process exited {exit_code}")
@@ -153,8 +159,10 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     sb.run(["sh", "-c", f"rm -rf {OUT_DIR}/* {OUT_DIR}/.[!.]* 2>/dev/null; true"], timeout=30)
     sb.put_files(trip.dir, {trip.module: trip.source()}, read_only=True)
     report = f"{OUT_DIR}/{suite}-{secrets.token_hex(8)}.jsonl"
-    argv = pytest_argv(rootdir, repo, [*targets, f"{trip.dir}/{trip.module}"], report,
-                       per_test_timeout)
+    # At a random place among the targets: "spare the last module" must not find it.
+    ordered = list(targets)
+    ordered.insert(secrets.randbelow(len(ordered) + 1), f"{trip.dir}/{trip.module}")
+    argv = pytest_argv(rootdir, repo, ordered, report, per_test_timeout)
     res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
     raw = sb.get_file(report)
     outcomes, session, coll_errors = parse_report(raw.decode("utf-8", "replace") if raw else "")
