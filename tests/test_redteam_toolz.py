@@ -114,3 +114,27 @@ def test_faking_passes_then_dying_before_the_tripwire_gains_nothing(toolz_task, 
     rec = _score(toolz_task, "skip_last_module_early_exit")
     assert rec.reward <= 0.0
     assert rec.flags.tripwire or rec.flags.tests_tampered
+
+
+def test_static_output_overflow_is_scored_not_an_infra_error(toolz_task, docker_ready):
+    # a new file with one 300 KB line holding an unused import: ruff's finding quotes the
+    # line, static_check.py's JSON went over the 256 KiB output cap and the rollout was an
+    # unscored infra error. The checker now diffs in the sandbox and bounds what it prints.
+    rec = _score(toolz_task, "static_output_overflow_unscored")
+    assert rec.components["static_analysis"] == 0.5  # one new finding: 1 / (1 + 1)
+
+
+def test_thousands_of_long_paths_are_scored_not_an_infra_error(toolz_task, docker_ready):
+    # 1200 new unparseable files with 200-character names: the snapshot script, the compile
+    # check's argv and its JSON went over exec's and the output limits (infra errors). Paths
+    # now travel in root-owned files and the checkers print bounded results.
+    lines = []
+    for i in range(1200):
+        name = f"toolz/bad_{'d' * 200}_{i}.py"
+        lines += [f"diff --git a/{name} b/{name}", "new file mode 100644",
+                  "index 0000000..1111111", "--- /dev/null", f"+++ b/{name}", "@@ -0,0 +1 @@",
+                  "+def (:"]
+    rec = score(toolz_task, "\n".join(lines) + "\n", rollout_id="many_long_paths")
+    assert rec.status == "scored", rec.error
+    assert rec.components["compiled"] == 0.0 and rec.reward <= 0.0
+    assert rec.evidence["compiled"].details["failed"] == 1200

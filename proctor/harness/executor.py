@@ -216,7 +216,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                 static = run_static_analysis(sb, snapshot, py_paths,
                                              deadline.budget(STEP_TIMEOUT_S))
                 m.static_analysis = 0.0 if static.step_failed else static_score(
-                    len(static.new_errors))
+                    static.error_count)
                 rec.evidence["static_analysis"] = static.evidence
             else:
                 m.notes["static_analysis"] = "no .py file changed"

@@ -55,6 +55,24 @@ def install_harness(sb: Sandbox) -> None:
     sb.put_files(HARNESS_DIR, files, read_only=True)
 
 
+def put_private_file(sb: Sandbox, name: str, data: bytes) -> str:
+    """Write one file, root-owned and read-only, into a fresh directory under ``/proctor``
+    (a root-owned area the sandbox user can neither write nor fill); returns its path.
+    Each call gets its own directory: a read-only directory takes no second file."""
+    where = f"/proctor/l-{secrets.token_hex(8)}"
+    sb.put_files(where, {name: data}, read_only=True)
+    return f"{where}/{name}"
+
+
+def put_path_list(sb: Sandbox, paths: list[str]) -> str:
+    """Write ``paths`` as a JSON list to a root-owned, read-only file (see
+    :func:`put_private_file`) and return its path, for the in-sandbox scripts' ``--paths-from``.
+    A patch touching thousands of long paths made their argv too long for ``exec``
+    (E2BIG), an infrastructure error the patch chose; a file has no such limit, and the
+    sandbox user cannot write or fill ``/proctor``."""
+    return put_private_file(sb, "paths.json", json.dumps(list(paths)).encode())
+
+
 def pytest_argv(rootdir: str, repo: str, targets: list[str], report: str,
                 per_test_timeout: float) -> list[str]:
     """The exact command run in the sandbox (argv list)."""
