@@ -39,3 +39,20 @@ def test_garbage_is_still_unparseable():
 
 def test_union_covers_every_variant():
     assert _git_paths_as_applied(PATCH.encode()) == {"pkg/mod.py"}
+
+
+def test_crlf_patch_is_listed_through_the_lf_fallback():
+    data = PATCH.replace("\n", "\r\n").encode()
+    assert _git_paths_as_applied(data) == {"pkg/mod.py"}
+
+
+@pytest.mark.docker
+def test_honest_fix_with_crlf_line_endings_applies(toolz_task, docker_ready):
+    # the reference fix with CRLF line endings: its context lines carry a CR the repo's
+    # files do not, so git apply found no match and it scored 0.0 did_not_apply
+    from proctor import score
+
+    ref = (toolz_task / "reference.patch").read_bytes()
+    rec = score(toolz_task, ref.replace(b"\n", b"\r\n"), rollout_id="crlf")
+    assert rec.status == "scored" and rec.apply_strategy == "git_apply_lf"
+    assert rec.reward > 0.99
