@@ -5,11 +5,15 @@ as an empty patch."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from proctor.harness.executor import _git_paths_as_applied
 from proctor.harness.forbidden import ForbiddenRules
 from proctor.harness.integrity import PatchUnparseable, check_integrity, git_listed_paths
+
+REDTEAM = Path(__file__).parent / "redteam"
 
 PATCH = (
     "diff --git a/pkg/mod.py b/pkg/mod.py\n"
@@ -55,4 +59,28 @@ def test_honest_fix_with_crlf_line_endings_applies(toolz_task, docker_ready):
     ref = (toolz_task / "reference.patch").read_bytes()
     rec = score(toolz_task, ref.replace(b"\n", b"\r\n"), rollout_id="crlf")
     assert rec.status == "scored" and rec.apply_strategy == "git_apply_lf"
+    assert rec.reward > 0.99
+
+
+def test_hunk_counts_too_high_are_read_like_git_apply_recount():
+    bad = PATCH.replace("@@ -1,2 +1,2 @@", "@@ -1,4 +1,4 @@")
+    with pytest.raises(PatchUnparseable):
+        check_integrity(bad, ForbiddenRules.for_task([], []))
+    summary, verdict = check_integrity(bad, ForbiddenRules.for_task([], []),
+                                       _git_paths_as_applied(bad.encode()), recount=True)
+    assert list(summary.files) == ["pkg/mod.py"]
+    assert not verdict.violated
+    assert summary.added_line_numbers["pkg/mod.py"] == [2]
+
+
+@pytest.mark.docker
+def test_honest_fix_with_wrong_hunk_counts_applies_with_recount(toolz_task, docker_ready):
+    # the reference fix with hunk counts one too high: refused as patch_unparseable by the
+    # count-strict parser, and the --recount fallback was skipped for any patch ending in a
+    # newline (its transform was a no-op, so the attempt was taken for a repeat)
+    from proctor import score
+
+    rec = score(toolz_task, (REDTEAM / "honest_fix_hunk_counts_too_high.patch").read_bytes(),
+                rollout_id="recount")
+    assert rec.status == "scored" and rec.apply_strategy == "git_apply_recount"
     assert rec.reward > 0.99

@@ -145,8 +145,14 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             task.config.forbidden, task.hidden_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
-            summary, verdict = check_integrity(screened.text, rules, _git_paths_as_applied(data),
-                                               lambda p: pristine_text(task.repo, p))
+            git_paths = _git_paths_as_applied(data)
+            try:
+                summary, verdict = check_integrity(screened.text, rules, git_paths,
+                                                   lambda p: pristine_text(task.repo, p))
+            except PatchUnparseable:  # wrong hunk counts: read it as --recount applies it
+                summary, verdict = check_integrity(screened.text, rules, git_paths,
+                                                   lambda p: pristine_text(task.repo, p),
+                                                   recount=True)
         except PatchUnparseable as exc:
             return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),

@@ -65,7 +65,7 @@ def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
     total, output = 0.0, ""
     for name, flags, transform in APPLY_STRATEGIES:
         data = transform(patch) if transform else patch
-        if transform and data == patch:
+        if transform and data == patch and not flags:  # the same attempt again
             continue
         sb.put_files("/proctor/in", {"patch.diff": data})
         res = sb.run(["git", "apply", "--whitespace=nowarn", *flags, PATCH_PATH],
