@@ -246,8 +246,12 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     paths: set[str] = set()
     first: PatchUnparseable | None = None
     parsed = False
+    seen: set[tuple[bytes, bool]] = set()
     for _name, flags, transform in APPLY_STRATEGIES:
         variant = transform(data) if transform else data
+        if (variant, "--recount" in flags) in seen:
+            continue
+        seen.add((variant, "--recount" in flags))
         try:
             paths |= git_listed_paths(variant, recount="--recount" in flags)
             parsed = True
