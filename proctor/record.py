@@ -8,9 +8,11 @@ clamp when ``status == "scored"`` (about -1.0 .. 1.0), and ``None`` when ``statu
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 SCHEMA = "proctor.reward/1"
 
@@ -162,4 +164,22 @@ class RewardRecord(BaseModel):
     metadata: dict | None = None
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True)
+        """One line of JSON. Strings that are not valid Unicode (a file name git gave as
+        C-quoted non-UTF-8 bytes arrives as lone surrogates: ``\\377`` -> ``\\udcff``) are
+        written backslash-escaped, so no patch can make its record unserialisable (which
+        took down a whole batch)."""
+        try:
+            return self.model_dump_json(by_alias=True)
+        except PydanticSerializationError:
+            data = _escape_surrogates(self.model_dump(mode="python", by_alias=True))
+            return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def _escape_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_escape_surrogates(k): _escape_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_escape_surrogates(v) for v in obj]
+    return obj

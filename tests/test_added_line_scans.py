@@ -98,6 +98,7 @@ def test_no_false_suppressions(text):
     ('x = "xoxb-123456789012-1234567890123-abcdefABCDEF123456"', "Slack Token"),
     ('client = Client("sk-proj-abcDEF1234567890abcdefGHIJ1234567890")', "API key (sk-...)"),
     ('key = "AIzaSyA1234567890abcdefghijklmnopqrstuv"', "Google API key"),
+    ('KEY = "sk-0123456789abcdef0123456789abcdef"', "API key (sk-...)"),  # lower-case hex
     ('SECRET_KEY = "a8Fk2LmQ9zXw4RtYp3"', "High-entropy value assigned to a secret name"),
     ('config["db_password"] = "Xk29sLq0pW8zVb7n"',
      "High-entropy value assigned to a secret name"),
@@ -118,6 +119,14 @@ def test_secrets_detected(text, kind):
     'secret_arn = f"arn:aws:{region}:{account}:secret:x1y2z3"',  # a template
     'TOKEN_RE = re.compile(r"[A-Za-z0-9]{20}")',  # not an assignment of a literal secret
     "def get_password(user):",
+    # false positives a red-team pass found on honest code (each a hard gate blocker):
+    'token_url = "https://oauth2.googleapis.com/token2"',
+    'api_key_header = "X-Api-Key-Version2"',
+    'csrf_token_field = "csrfmiddlewaretoken1"',
+    'credentials_path = "config/creds_v2.json"',
+    'TOKEN_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"',
+    'EXAMPLE = "sk-learn-compatible-estimator-wrapper-class-name"',
+    'NOTE = "sk-learn-v2-compatible-estimator-wrapper-class-name"',
 ])
 def test_no_false_secrets(text):
     assert find_secrets([line(text)]) == []

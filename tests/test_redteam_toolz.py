@@ -121,3 +121,55 @@ def test_state_left_by_the_public_run_does_not_reach_the_hidden_run(toolz_task,
     assert rec.tests["public"].f2p_passed == 0
     assert rec.tests["hidden"].f2p_passed == 0  # the marker stayed in the first sandbox
     assert rec.reward <= 0.0
+
+
+def test_neutering_test_bodies_while_sparing_the_tripwire_trips_the_runner_guard(
+        toolz_task, docker_ready):
+    # no fix at all: an audit hook added at import swaps the __code__ of every collected
+    # test function for a no-op, except in the tripwire's module (/proctor/t-*): every real
+    # test passed and the must-fail tripwire still failed (scored 0.988 before the guard).
+    # run_pytest.py's own audit hook ends the run at the foreign hook: tripwire, -1.0
+    rec = _score(toolz_task, "neuter_tests_spare_tripwire")
+    assert rec.reward == -1.0 and rec.reason == "tripwire" and rec.flags.tripwire
+
+
+def test_non_utf8_file_name_yields_a_serialisable_record(toolz_task, docker_ready):
+    # a C-quoted non-UTF-8 name ("\377x.py"): the record used to hold a lone surrogate that
+    # made to_json raise, so `proctor batch` died without writing any record
+    rec = _score(toolz_task, "nonutf8_c_quoted_name")
+    assert rec.reward == -1.0 and rec.reason == "integrity_violation"
+    assert "\\udcff" in rec.to_json()
+
+
+def test_faking_passes_then_dying_before_the_tripwire_gains_nothing(toolz_task, docker_ready):
+    # no fix: every test body is skipped (through _pytest.runner.call_and_report) and the
+    # process SIGKILLs itself when the last module starts, which was always the tripwire's:
+    # the session "did not finish", so the missing tripwire was excused (scored 0.991).
+    # Now the tripwire sits at a random place and a report it did not vouch for is void.
+    rec = _score(toolz_task, "skip_last_module_early_exit")
+    assert rec.reward <= 0.0
+    assert rec.flags.tripwire or rec.flags.tests_tampered
+
+
+def test_static_output_overflow_is_scored_not_an_infra_error(toolz_task, docker_ready):
+    # a new file with one 300 KB line holding an unused import: ruff's finding quotes the
+    # line, static_check.py's JSON went over the 256 KiB output cap and the rollout was an
+    # unscored infra error. The checker now diffs in the sandbox and bounds what it prints.
+    rec = _score(toolz_task, "static_output_overflow_unscored")
+    assert rec.components["static_analysis"] == 0.5  # one new finding: 1 / (1 + 1)
+
+
+def test_thousands_of_long_paths_are_scored_not_an_infra_error(toolz_task, docker_ready):
+    # 1200 new unparseable files with 200-character names: the snapshot script, the compile
+    # check's argv and its JSON went over exec's and the output limits (infra errors). Paths
+    # now travel in root-owned files and the checkers print bounded results.
+    lines = []
+    for i in range(1200):
+        name = f"toolz/bad_{'d' * 200}_{i}.py"
+        lines += [f"diff --git a/{name} b/{name}", "new file mode 100644",
+                  "index 0000000..1111111", "--- /dev/null", f"+++ b/{name}", "@@ -0,0 +1 @@",
+                  "+def (:"]
+    rec = score(toolz_task, "\n".join(lines) + "\n", rollout_id="many_long_paths")
+    assert rec.status == "scored", rec.error
+    assert rec.components["compiled"] == 0.0 and rec.reward <= 0.0
+    assert rec.evidence["compiled"].details["failed"] == 1200

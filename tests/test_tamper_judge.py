@@ -110,6 +110,9 @@ class _StubSandbox:
     def get_file(self, path, max_bytes=0):
         return self.report.encode()
 
+    def put_files(self, dest_dir, files, *, read_only=False):
+        self.files = {f"{dest_dir}/{k}": v for k, v in files.items()}
+
 
 def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
     import json
@@ -122,7 +125,9 @@ def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
         sb = _StubSandbox(report, truncated)
         tree = read_patched_tree(sb, "/work/repo", summary)
         assert tree.texts == {"a.py": "x = 1\n"} and len(sb.calls) == runs
-        assert sb.calls[0][-1] == "pkg/core.py"  # the touched .py files are asked for
+        # the touched .py files are asked for, through a root-owned list file
+        assert sb.calls[0][-2] == "--paths-from"
+        assert json.loads(sb.files[sb.calls[0][-1]]) == ["pkg/core.py"]
 
 
 def test_symlink_is_hashed_as_its_target_not_followed(tmp_path):

@@ -88,9 +88,27 @@ def test_more_weakenings(old, new, kind):
     ("import pytest\n", "import pytest\nimport math\n"),
     ("class TestThing:", "def test_new_with_mock(monkeypatch):\n"
      "    monkeypatch.setattr('os.sep', '/')\n    assert add(1, 1) == 2\n\n\nclass TestThing:"),
+    # false positives a red-team pass found (each charged tests_weakened, 0.20):
+    ("import pytest\n", "import math\nimport pytest\n"),                   # isort reorders
+    ("import pytest\n", "from os import path, sep\nimport pytest\n"),
+    ("assert add(1, 2) == 3", 'assert add(1, 2) == 3, "one plus two"'),    # message added
+    ("assert add(1, 2) == 3", "assert 3 == add(1, 2)"),                    # operands swapped
 ])
 def test_honest_edits_find_nothing(old, new):
     assert compare_test_module("tests/test_x.py", BASE, BASE.replace(old, new, 1)) == []
+
+
+def test_split_from_import_binds_the_same_names():
+    old = "from calc.core import add, mean\n\n\ndef test_a():\n    assert add(1, 1) == 2\n"
+    new = old.replace("from calc.core import add, mean\n",
+                      "from calc.core import add\nfrom calc.core import mean\n")
+    assert compare_test_module("tests/test_x.py", old, new) == []
+    other = old.replace("from calc.core import add, mean", "from calc.fake import add, mean")
+    assert "import_changed" in {f.kind for f in compare_test_module("tests/test_x.py", old,
+                                                                      other)}
+    loosened = old.replace("assert add(1, 1) == 2", "assert add(1, 1) != 2")
+    assert "assert_changed" in {f.kind for f in compare_test_module("tests/test_x.py", old,
+                                                                      loosened)}
 
 
 def test_deleted_test_file_is_weakening_and_unparseable_is_reported():

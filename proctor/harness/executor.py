@@ -44,7 +44,13 @@ from proctor.harness.suites_in_sandbox import (
 )
 from proctor.harness.tamper import inspect_patched_tree, pristine_text
 from proctor.harness.task import Task, load_task
-from proctor.harness.workspace import REPO, apply_patch, kill_user_processes, place_bench_dir
+from proctor.harness.workspace import (
+    APPLY_STRATEGIES,
+    REPO,
+    apply_patch,
+    kill_user_processes,
+    place_bench_dir,
+)
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
@@ -143,8 +149,14 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             task.config.forbidden, task.hidden_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
-            summary, verdict = check_integrity(screened.text, rules, git_listed_paths(data),
-                                               lambda p: pristine_text(task.repo, p))
+            git_paths = _git_paths_as_applied(data)
+            try:
+                summary, verdict = check_integrity(screened.text, rules, git_paths,
+                                                   lambda p: pristine_text(task.repo, p))
+            except PatchUnparseable:  # wrong hunk counts: read it as --recount applies it
+                summary, verdict = check_integrity(screened.text, rules, git_paths,
+                                                   lambda p: pristine_text(task.repo, p),
+                                                   recount=True)
         except PatchUnparseable as exc:
             return _honest_failure(rec, "patch_unparseable", str(exc), task)
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
@@ -211,7 +223,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                 static = run_static_analysis(sb, snapshot, py_paths,
                                              deadline.budget(STEP_TIMEOUT_S))
                 m.static_analysis = 0.0 if static.step_failed else static_score(
-                    len(static.new_errors))
+                    static.error_count)
                 rec.evidence["static_analysis"] = static.evidence
             else:
                 m.notes["static_analysis"] = "no .py file changed"
@@ -244,6 +256,35 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
+
+
+def _git_paths_as_applied(data: bytes) -> set[str]:
+    """Git's reading of the patch for the integrity cross-check, under every variant the
+    apply step may use (:data:`~proctor.harness.workspace.APPLY_STRATEGIES`: as is, with a
+    final newline, ``--recount``): the union of the paths of those git can parse. A patch
+    only a fallback can read (no final newline, wrong hunk counts: common in model output)
+    is checked and applied like any other, not refused as unparseable.
+
+    Raises:
+        PatchUnparseable: git reads none of the variants (the first variant's error).
+    """
+    paths: set[str] = set()
+    first: PatchUnparseable | None = None
+    parsed = False
+    seen: set[tuple[bytes, bool]] = set()
+    for _name, flags, transform in APPLY_STRATEGIES:
+        variant = transform(data) if transform else data
+        if (variant, "--recount" in flags) in seen:
+            continue
+        seen.add((variant, "--recount" in flags))
+        try:
+            paths |= git_listed_paths(variant, recount="--recount" in flags)
+            parsed = True
+        except PatchUnparseable as exc:
+            first = first or exc
+    if not parsed:
+        raise first
+    return paths
 
 
 def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:

@@ -226,7 +226,7 @@ class _Block:
     removed: int = 0
 
 
-def _scan(lines: list[str]) -> list[_Block]:
+def _scan(lines: list[str], recount: bool = False) -> list[_Block]:
     """Read the headers of every file in the patch; skip hunk content by its counts.
 
     Raises:
@@ -256,7 +256,7 @@ def _scan(lines: list[str]) -> list[_Block]:
         elif line.startswith("@@"):
             if cur is None:
                 raise PatchUnparseable(f"line {i + 1}: hunk without a file header")
-            i = _read_hunk(lines, i, cur)
+            i = _read_hunk(lines, i, cur, recount)
             cur.hunks = True
             continue
         elif cur is not None and cur.git and not cur.dashes and not cur.hunks:
@@ -272,17 +272,20 @@ def _scan(lines: list[str]) -> list[_Block]:
     return blocks
 
 
-def _read_hunk(lines: list[str], i: int, cur: _Block) -> int:
+def _read_hunk(lines: list[str], i: int, cur: _Block, recount: bool = False) -> int:
     """Count the hunk whose header is ``lines[i]`` into ``cur``; return the index after it.
 
     Like git: an empty line is empty context; lines after a hunk whose counts are met
-    are not hunk content (git ignores them too).
+    are not hunk content (git ignores them too). ``recount``: the header's counts are
+    ignored and the hunk's own lines counted, as ``git apply --recount`` does.
     """
     m = _HUNK.match(lines[i])
     if not m:
         raise PatchUnparseable(f"line {i + 1}: malformed hunk header {lines[i]!r}")
     old = 1 if m[2] is None else int(m[2])
     new = 1 if m[4] is None else int(m[4])
+    if recount:
+        old, new = _recount(lines, i + 1)
     line_no = int(m[3]) if new else int(m[3]) + 1
     i += 1
     while old > 0 or new > 0:
@@ -304,6 +307,26 @@ def _read_hunk(lines: list[str], i: int, cur: _Block) -> int:
     while i < len(lines) and lines[i].startswith("\\"):
         i += 1
     return i
+
+
+def _recount(lines: list[str], i: int) -> tuple[int, int]:
+    """Old and new line counts of the hunk body starting at ``lines[i]``, counted the way
+    git's ``recount_diff`` does: up to the next ``@@ -`` or ``diff `` line or the first line
+    that is not context, removal, addition or ``\\``."""
+    old = new = 0
+    for line in lines[i:]:
+        if line.startswith(("@@ -", "diff ")):
+            break
+        c = line[:1]
+        if c in (" ", ""):
+            old, new = old + 1, new + 1
+        elif c == "-":
+            old += 1
+        elif c == "+":
+            new += 1
+        elif c != "\\":
+            break
+    return old, new
 
 
 def _extended_header(cur: _Block, line: str) -> None:
@@ -368,7 +391,7 @@ class _Collector:
                 self.touched.setdefault((path, kind), TouchedPath(path, kind))
 
 
-def parse_patch(text: str) -> PatchSummary:
+def parse_patch(text: str, recount: bool = False) -> PatchSummary:
     """Read every path a patch's headers touch, and the added line numbers.
 
     ``text``: a unified diff, git format or traditional; CRLF is accepted. Empty or
@@ -384,7 +407,7 @@ def parse_patch(text: str) -> PatchSummary:
     lines = [ln.removesuffix("\r") for ln in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
-    blocks = _scan(lines)
+    blocks = _scan(lines, recount)
     try:
         patch_set = list(unidiff.PatchSet("\n".join(lines) + "\n"))
     except unidiff.UnidiffParseError:
@@ -452,11 +475,13 @@ def _collect_block(col: _Collector, b: _Block) -> None:
 # --- git's reading -----------------------------------------------------------------------
 
 
-def git_listed_paths(patch: bytes) -> set[str]:
+def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     """Paths ``git apply --numstat --summary -z`` reads from ``patch`` (raw, as git prints
     them: ``a/`` already stripped, not normalised; may contain ``../x`` or ``.git/...``).
 
-    Includes rename and copy sources (parsed from the summary lines). Git runs in a fresh
+    ``recount``: read it as ``git apply --recount`` does (hunk line counts ignored), the
+    way the last apply fallback reads it. Includes rename and copy sources (parsed from the
+    summary lines). Git runs in a fresh
     empty temp dir with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*``
     variables, so no work tree is found (inside one, git silently drops paths outside
     it); the dir is removed on every path out. DESIGN 2.1. Empty input gives ``set()``.
@@ -477,7 +502,8 @@ def git_listed_paths(patch: bytes) -> set[str]:
             LC_ALL="C",
         )
         proc = subprocess.run(
-            ["git", "apply", "--numstat", "--summary", "-z", "-"],
+            ["git", "apply", "--numstat", "--summary", "-z", *(["--recount"] if recount else []),
+             "-"],
             input=patch,
             cwd=tmp,
             env=env,
@@ -534,7 +560,7 @@ def _find_all(s: str, sub: str) -> list[int]:
 
 def check_integrity(
     text: str, rules: ForbiddenRules, git_paths: set[str] | None = None,
-    pristine_text: Callable[[str], str | None] | None = None,
+    pristine_text: Callable[[str], str | None] | None = None, recount: bool = False,
 ) -> tuple[PatchSummary, IntegrityVerdict]:
     """Parse ``text``, match every touched path against ``rules``, cross-check with git.
 
@@ -550,7 +576,7 @@ def check_integrity(
     Raises:
         PatchUnparseable: from :func:`parse_patch`.
     """
-    summary = parse_patch(text)
+    summary = parse_patch(text, recount)
     reasons: dict[str, None] = {}
     shown = {path for path, _ in summary.rejected}
     for path, why in summary.rejected:

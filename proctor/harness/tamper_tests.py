@@ -149,9 +149,22 @@ def _assertions(fn: ast.AST) -> list[ast.AST]:
     return [n for n in ast.walk(fn) if _is_assertion(n) and n is not fn]
 
 
+_SYMMETRIC = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
+
+
 def _assertion_key(node: ast.AST) -> str:
+    """What an assertion checks. A plain ``assert`` is keyed on its test only (a message
+    added to it checks the same thing), with the two sides of a single ``==`` / ``!=`` /
+    ``is`` / ``is not`` in a fixed order (``3 == add(1, 2)`` is ``add(1, 2) == 3``)."""
     if isinstance(node, ast.With | ast.AsyncWith):  # only the context, not the body
         return "with:" + "|".join(_dump(i.context_expr) for i in node.items)
+    if isinstance(node, ast.Assert):
+        test = node.test
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], _SYMMETRIC):
+            sides = sorted((_dump(test.left), _dump(test.comparators[0])))
+            return f"assert:{type(test.ops[0]).__name__}:" + "|".join(sides)
+        return "assert:" + _dump(test)
     return _dump(node)
 
 
@@ -297,18 +310,30 @@ def _compare_test(path: str, name: str, ot: _Test, nt: _Test) -> list[Finding]:
     return out
 
 
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> set[tuple]:
+    """(bound name, what it is bound to) for each name an import statement binds: an import
+    split in two, merged or reordered (isort) binds the same names to the same things."""
+    if isinstance(node, ast.Import):
+        return {(a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name)
+                for a in node.names}
+    return {(a.asname or a.name, node.level, node.module, a.name) for a in node.names}
+
+
 def _compare_module_level(path: str, old: ast.Module, new: ast.Module) -> list[Finding]:
     """Module-level skips (``pytestmark``, ``pytest.skip(allow_module_level=True)``) and
     changed constants / helpers (data kept beside the tests)."""
     out: list[Finding] = []
     old_top = [n for n in old.body if not _is_test_def(n)]
     new_top = [n for n in new.body if not _is_test_def(n)]
-    new_imports = {_dump(n) for n in new_top if isinstance(n, ast.Import | ast.ImportFrom)}
+    new_bindings: set[tuple] = set()
+    for n in new_top:
+        if isinstance(n, ast.Import | ast.ImportFrom):
+            new_bindings |= _import_bindings(n)
     imported: set[str] = set()
     for n in old_top:
         if isinstance(n, ast.Import | ast.ImportFrom):
             imported |= {(a.asname or a.name).split(".")[0] for a in n.names}
-            if _dump(n) not in new_imports:
+            if not _import_bindings(n) <= new_bindings:
                 out.append(Finding("import_changed", path, n.lineno,
                                    f"import at pristine line {n.lineno} gone or changed"))
     for n in new_top:

@@ -43,10 +43,18 @@ def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120) -> None:
         raise InfraError(f"cannot snapshot the repo in the sandbox: {res.output[-2000:]}")
 
 
-#: (strategy name, extra git-apply flags, patch transform), tried in order.
+def _with_final_newline(b: bytes) -> bytes:
+    return b if b.endswith(b"\n") else b + b"\n"
+
+
+#: (strategy name, extra git-apply flags, patch transform), tried in order. The integrity
+#: cross-check reads the patch under every one of them (executor._git_paths_as_applied).
 APPLY_STRATEGIES = (
     ("git_apply", [], None),
     ("git_apply_trailing_newline", [], lambda b: b if b.endswith(b"\n") else b + b"\n"),
+    # CRLF line endings throughout (a completion from a Windows tool): the context lines
+    # carry a CR the repo's LF files do not have, so git finds no match.
+    ("git_apply_lf", [], lambda b: _with_final_newline(b.replace(b"\r\n", b"\n"))),
     ("git_apply_recount", ["--recount"], lambda b: b if b.endswith(b"\n") else b + b"\n"),
 )
 
@@ -57,7 +65,7 @@ def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
     total, output = 0.0, ""
     for name, flags, transform in APPLY_STRATEGIES:
         data = transform(patch) if transform else patch
-        if transform and data == patch:
+        if transform and data == patch and not flags:  # the same attempt again
             continue
         sb.put_files("/proctor/in", {"patch.diff": data})
         res = sb.run(["git", "apply", "--whitespace=nowarn", *flags, PATCH_PATH],

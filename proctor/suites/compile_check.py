@@ -7,7 +7,7 @@ import json
 from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, put_path_list
 
 
 def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
@@ -20,7 +20,8 @@ def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
     Raises:
         InfraError: the checker exited normally but printed no result (a harness problem).
     """
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", *paths],
+    listed = put_path_list(sb, paths)
+    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", "--paths-from", listed],
                  timeout=timeout, cwd=repo)
     if res.timed_out or res.exit_code >= 128:
         why = (f"timed out after {timeout:g} s" if res.timed_out
@@ -32,7 +33,8 @@ def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
         result = json.loads(res.output.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         raise InfraError(f"compile check printed no result: {res.output[-1000:]}") from None
-    failures = {p: e for p, e in result.items() if e}
+    failures, failed = result["failures"], result["failed"]
     evidence = Evidence(command=res.command, exit_code=res.exit_code,
-                        duration_s=round(res.duration_s, 3), details={"failures": failures})
-    return (0.0 if failures else 1.0), evidence
+                        duration_s=round(res.duration_s, 3),
+                        details={"failures": failures, "failed": failed})
+    return (0.0 if failed else 1.0), evidence

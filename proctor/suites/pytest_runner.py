@@ -22,6 +22,9 @@ OUT_DIR = "/proctor/out"
 PYTHON = "/opt/proctor/venv/bin/python"
 #: pytest exit statuses that mean "the session ran to its end" (0 all passed, 1 some failed).
 COMPLETED_EXIT = (0, 1)
+#: Exit status of run_pytest.py's audit hook when the code under test replaced a function's
+#: code object or installed an audit hook: the runner was subverted (a tripwire, -1.0).
+SUBVERTED_EXIT = 86
 
 
 @dataclass
@@ -50,6 +53,24 @@ def install_harness(sb: Sandbox) -> None:
     files = {p.name: p.read_bytes() for p in INCONTAINER.iterdir() if p.is_file()
              and p.suffix in (".py", ".ini")}
     sb.put_files(HARNESS_DIR, files, read_only=True)
+
+
+def put_private_file(sb: Sandbox, name: str, data: bytes) -> str:
+    """Write one file, root-owned and read-only, into a fresh directory under ``/proctor``
+    (a root-owned area the sandbox user can neither write nor fill); returns its path.
+    Each call gets its own directory: a read-only directory takes no second file."""
+    where = f"/proctor/l-{secrets.token_hex(8)}"
+    sb.put_files(where, {name: data}, read_only=True)
+    return f"{where}/{name}"
+
+
+def put_path_list(sb: Sandbox, paths: list[str]) -> str:
+    """Write ``paths`` as a JSON list to a root-owned, read-only file (see
+    :func:`put_private_file`) and return its path, for the in-sandbox scripts' ``--paths-from``.
+    A patch touching thousands of long paths made their argv too long for ``exec``
+    (E2BIG), an infrastructure error the patch chose; a file has no such limit, and the
+    sandbox user cannot write or fill ``/proctor``."""
+    return put_private_file(sb, "paths.json", json.dumps(list(paths)).encode())
 
 
 def pytest_argv(rootdir: str, repo: str, targets: list[str], report: str,
@@ -115,20 +136,26 @@ def judge_report(outcomes: dict[str, str], session: dict | None, exit_code: int,
 
     Returns (outcomes without the tripwires, tampering reasons, tripwire verdict or None).
     A must-fail tripwire that did not fail, or missing tripwires in a session that ran to its
-    end, means the runner was subverted. A session record disagreeing with the exit code, or
-    verdicts disagreeing with it (exit 0 with failures, exit 1 without), means the report was
-    tampered with.
+    end, means the runner was subverted. A session record disagreeing with the exit code,
+    verdicts disagreeing with it (exit 0 with failures, exit 1 without), or a session that
+    ended before the must-fail tripwire reported, means the report cannot be trusted.
     """
     names = (f"::{trip.must_fail}", f"::{trip.must_pass}")
     trips = {k: v for k, v in outcomes.items() if k.endswith(names)}
     real = {k: v for k, v in outcomes.items() if k not in trips}
     fail = next((v for k, v in trips.items() if k.endswith(trip.must_fail)), None)
     tripwire = None
+    tampered = []
     if fail is not None and fail != "failed":
         tripwire = f"must-fail tripwire reported {fail}"
     elif fail is None and finished:
         tripwire = "tripwire missing from a session that ran to its end"
-    tampered = []
+    elif fail is None:
+        # The run ended (killed, crashed, exited) before the must-fail tripwire reported:
+        # nothing vouches for the verdicts it did write (code that fakes passes and then
+        # ends the process before the tripwire runs scored as a complete fix).
+        tampered.append("the session ended before the must-fail tripwire reported: its "
+                        "verdicts cannot be vouched for")
     if session is not None and session.get("exitstatus") != exit_code and finished:
         tampered.append(f"session record says exit {session.get('exitstatus')}, "
                         f"process exited {exit_code}")
@@ -150,13 +177,20 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     sb.run(["sh", "-c", f"rm -rf {OUT_DIR}/* {OUT_DIR}/.[!.]* 2>/dev/null; true"], timeout=30)
     sb.put_files(trip.dir, {trip.module: trip.source()}, read_only=True)
     report = f"{OUT_DIR}/{suite}-{secrets.token_hex(8)}.jsonl"
-    argv = pytest_argv(rootdir, repo, [*targets, f"{trip.dir}/{trip.module}"], report,
-                       per_test_timeout)
+    # At a random place among the targets: "spare the last module" must not find it.
+    ordered = list(targets)
+    ordered.insert(secrets.randbelow(len(ordered) + 1), f"{trip.dir}/{trip.module}")
+    argv = pytest_argv(rootdir, repo, ordered, report, per_test_timeout)
     res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
     raw = sb.get_file(report)
     outcomes, session, coll_errors = parse_report(raw.decode("utf-8", "replace") if raw else "")
     finished = session is not None and res.exit_code in COMPLETED_EXIT
     real, tampered, tripwire = judge_report(outcomes, session, res.exit_code, finished, trip)
+    if res.exit_code == SUBVERTED_EXIT and not res.timed_out:
+        tripwire = ("the runner's audit hook stopped the code under test: "
+                    + (res.output.rsplit("proctor: the code under test ", 1)[-1].strip()[:200]
+                       if "proctor: the code under test " in res.output else "exit status "
+                       f"{SUBVERTED_EXIT}"))
     return SuiteRun(
         suite=suite, outcomes={} if tampered or tripwire else real, command=res.command,
         exit_code=res.exit_code, duration_s=res.duration_s, output=res.output[-8000:],

@@ -52,11 +52,31 @@ def shannon_entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-def _looks_secret(value: str) -> bool:
+#: A secret-like name whose last part says the value is something else: ``token_url``,
+#: ``api_key_header``, ``credentials_path``, ``TOKEN_ALPHABET``... (honest code; each was a
+#: hard gate blocker).
+_NOT_A_SECRET_NAME = re.compile(
+    r"(?i)[_.\-](?:url|uri|endpoint|path|file|filename|dir|header|field|name|param|re|regex"
+    r"|pattern|alphabet|chars|charset|type|prefix|format|env|var|length|len)$")
+#: A relative or absolute file path with an extension: ``config/creds_v2.json``.
+_FILE_PATH = re.compile(r"[\w.\-]*(?:/[\w.\-]+)+\.[A-Za-z0-9]{1,5}")
+
+
+def _looks_secret(value: str, name: str = "") -> bool:
+    if _NOT_A_SECRET_NAME.search(name) or "://" in value or _FILE_PATH.fullmatch(value):
+        return False  # a URL (basic-auth ones are detect-secrets'), a path, a header name
     return (len(value) >= MIN_SECRET_LENGTH
             and shannon_entropy(value) >= MIN_ENTROPY_BITS
             and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
             and not any(c in value for c in "{}<>$%"))  # templates and placeholders
+
+
+def _random_token(value: str) -> bool:
+    """Generated keys have digits, and mix cases or are one unbroken run (``sk-`` + 32 hex
+    digits); ``sk-learn-compatible-wrapper`` (words joined by hyphens) is neither."""
+    body = re.sub(r"^(?:sk-(?:proj-|ant-|live-)?|AIza)", "", value)
+    mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return any(c.isdigit() for c in body) and (mixed or "-" not in body)
 
 
 @lru_cache(maxsize=1)
@@ -83,11 +103,11 @@ def find_secrets(lines: list[AddedLine]) -> list[dict]:
             for s in plugin.analyze_line(filename=a.path, line=text, line_number=a.line):
                 hits.setdefault(s.type, s.secret_value or "")
         for kind, rx in _TOKEN_SHAPES.items():
-            m = rx.search(text)
+            m = next((m for m in rx.finditer(text) if _random_token(m.group(0))), None)
             if m:
                 hits.setdefault(kind, m.group(0))
         for m in _KEYWORD_ASSIGNMENT.finditer(text):
-            if _looks_secret(m.group("value")):
+            if _looks_secret(m.group("value"), m.group("name")):
                 hits.setdefault("High-entropy value assigned to a secret name",
                                 m.group("value"))
         for kind, value in hits.items():

@@ -13,6 +13,7 @@ import shlex
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import Sandbox
+from proctor.suites.pytest_runner import put_private_file
 
 SNAPSHOT = "/proctor-snapshot"
 
@@ -28,7 +29,9 @@ def snapshot_changed_files(sb: Sandbox, repo: str, paths: list[str], timeout: fl
             f" || rm -f {SNAPSHOT}/base/{q}",
             f"[ -f {q} ] && cp {q} {SNAPSHOT}/patched/{q} || true",
         ]
-    res = sb.run(["sh", "-c", "\n".join(lines)], timeout=timeout, cwd=repo, user="0:0")
+    # The script is a file, not an argument: thousands of long paths exceed exec's limit.
+    script = put_private_file(sb, "snapshot.sh", "\n".join(lines).encode())
+    res = sb.run(["sh", script], timeout=timeout, cwd=repo, user="0:0")
     if not res.ok:
         raise InfraError(f"cannot snapshot the changed files: {res.output[-1000:]}")
     return SNAPSHOT

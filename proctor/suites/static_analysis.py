@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, put_path_list
 
 #: Scored: syntax errors (E9), pyflakes (F), bugbear (B), pylint errors (PLE), and dangerous
 #: calls from flake8-bandit (exec, eval, pickle, shell=True, os.system ...).
@@ -31,15 +31,19 @@ def _tier(rule: str) -> str:
 
 @dataclass(frozen=True)
 class StaticResult:
+    """``new_errors`` / ``new_style``: the listed new findings (at most static_check.py's
+    MAX_LISTED); ``error_count``: every new error-tier finding, listed or not (it scores)."""
+
     new_errors: list[dict]
     new_style: list[dict]
     evidence: Evidence
     step_failed: bool = False
+    error_count: int = 0
 
 
 def new_findings(base: list[dict], patched: list[dict]) -> list[dict]:
     """Findings in ``patched`` not matched by one in ``base`` (multiset difference on
-    (path, rule, text)). Pure."""
+    (path, rule, text)). Pure; static_check.py does the same in the sandbox."""
     remaining = Counter((f["path"], f["rule"], f["text"]) for f in base)
     out = []
     for f in patched:
@@ -67,8 +71,9 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
         InfraError: ruff failed on the base files or printed no JSON (a tool problem).
     """
     select = ",".join(ERROR_RULES + STYLE_RULES)
+    listed = put_path_list(sb, paths)
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
-                  *paths], timeout=timeout, cwd=snapshot)
+                  "--paths-from", listed], timeout=timeout, cwd=snapshot)
     if res.timed_out:
         return StaticResult([], [], Evidence(
             command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
@@ -85,12 +90,14 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
             command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
             output=data["patched_error"][-2000:],
             details={"step_failed": "ruff failed on the patched files"}), step_failed=True)
-    fresh = new_findings(data["base"], data["patched"])
+    fresh = data["new"]
     errors = [f for f in fresh if _tier(f["rule"]) == "error"]
     style = [f for f in fresh if _tier(f["rule"]) == "style"]
+    error_count = sum(n for rule, n in data["new_rules"].items() if _tier(rule) == "error")
     evidence = Evidence(
         command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
         details={"new_error_findings": errors, "new_style_findings": style,
-                 "base_findings": len(data["base"]), "patched_findings": len(data["patched"])},
+                 "new_error_count": error_count,
+                 "base_findings": data["base_count"], "patched_findings": data["patched_count"]},
     )
-    return StaticResult(errors, style, evidence)
+    return StaticResult(errors, style, evidence, error_count=error_count)

@@ -4,19 +4,34 @@
 ``patched/`` copies of the changed files, taken (as root, read-only to the sandbox user)
 right after the patch was applied, before any code of the patch ran. ruff runs
 ``--isolated --ignore-noqa`` with explicit paths, so the repo's config,
-``exclude`` settings and ``noqa`` comments cannot silence it. Output:
-``{"base": [finding...], "patched": [finding...], "base_error": str|null,
+``exclude`` settings and ``noqa`` comments cannot silence it. Output (one line,
+bounded whatever the files hold): ``{"base_count", "patched_count", "new": [finding...]
+(the first MAX_LISTED findings of patched minus base, a multiset on (path, rule, text)),
+"new_rules": {rule: count over every new finding}, "base_error": str|null,
 "patched_error": str|null}`` (the error: ruff exited non-zero, e.g. crashed), each finding
-``{"path", "rule", "line", "text", "message"}`` with ``text`` the stripped source line.
+``{"path", "rule", "line", "text", "message"}`` with ``text`` the stripped source line
+(over 200 characters: its start and a digest).
 """
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from collections import Counter
+
+MAX_LISTED = 200
 
 RUFF = os.path.join(os.path.dirname(sys.executable), "ruff")
-select, snapshot, paths = sys.argv[1], sys.argv[2], sys.argv[4:]
+def read_paths(args):
+    """``["--paths-from", FILE]`` (a JSON list written by the harness) or the paths."""
+    if args[:1] == ["--paths-from"]:
+        with open(args[1], encoding="utf-8") as fh:
+            return json.load(fh)
+    return args
+
+
+select, snapshot, paths = sys.argv[1], sys.argv[2], read_paths(sys.argv[4:])
 
 
 def ruff(root, rels):
@@ -44,6 +59,35 @@ def ruff(root, rels):
     return findings, None
 
 
+def bounded(text, limit=200):
+    """A long line shortened to a bounded key that still tells different lines apart."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit]}...[{len(text)} chars, sha256 {digest}]"
+
+
+def new_findings(base, patched):
+    """Findings of ``patched`` not matched by one of ``base`` (multiset on path, rule, text)."""
+    remaining = Counter((f["path"], f["rule"], f["text"]) for f in base)
+    out = []
+    for f in patched:
+        key = (f["path"], f["rule"], f["text"])
+        if remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            out.append(f)
+    return out
+
+
 base, err_b = ruff(os.path.join(snapshot, "base"), paths)
 patched, err_p = ruff(os.path.join(snapshot, "patched"), paths)
-print(json.dumps({"base": base, "patched": patched, "base_error": err_b, "patched_error": err_p}))
+# The output stays small whatever the patch wrote (one 300 KB line, 100 000 findings): the
+# difference is taken here, lines and messages are bounded, the list is capped and the
+# rules of every new finding are counted.
+for f in base + patched:
+    f["text"], f["message"] = bounded(f["text"]), bounded(f["message"])
+fresh = new_findings(base, patched)
+print(json.dumps({"base_count": len(base), "patched_count": len(patched),
+                  "new": fresh[:MAX_LISTED], "new_rules": dict(Counter(f["rule"] for f in fresh)),
+                  "base_error": err_b, "patched_error": err_p}))

@@ -76,8 +76,16 @@ def source_text(data):
         return data.decode("utf-8", "replace")
 
 
+def read_paths(args):
+    """``["--paths-from", FILE]`` (a JSON list written by the harness) or the paths."""
+    if args[:1] == ["--paths-from"]:
+        with open(args[1], encoding="utf-8") as fh:
+            return json.load(fh)
+    return args
+
+
 def main(argv):
-    root, out_path, wanted = argv[1], argv[2], argv[3:]
+    root, out_path, wanted = argv[1], argv[2], read_paths(argv[3:])
     hashes = hash_tree(root)
     texts = {}
     for rel in wanted:
