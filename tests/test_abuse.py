@@ -64,9 +64,16 @@ def test_abuse_costs_one_rollout_never_the_run(backend, abuse, abuse_task, abuse
     elif abuse in WHOLE_SUITE:
         assert hidden.p2p_failed == hidden.p2p_total and public.p2p_failed == public.p2p_total
         assert rec.reward < -0.5
-    else:  # the tests that call `first` fail, the others pass
+    else:  # the tests that call `first` fail, the others pass ...
         assert hidden.pass_to_pass["toolz/tests/test_itertoolz.py::test_first"] != "passed"
-        assert 0 < hidden.p2p_failed < hidden.p2p_total
+        tampered = rec.evidence["hidden_tests"].details["tampered"]
+        if any("before the must-fail tripwire reported" in t for t in tampered):
+            # ... unless the abuse ended the pytest process (OOM kill, suite timeout) before
+            # the tripwire, which sits at a random place, vouched for the report: then it is
+            # void and every test counts as failed (a report cut short cannot be trusted)
+            assert hidden.p2p_failed == hidden.p2p_total
+        else:
+            assert 0 < hidden.p2p_failed < hidden.p2p_total
         assert rec.reward < 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert peak < 500 * MiB  # the harness process (this one) stays small
