@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
@@ -188,7 +189,17 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         return open_task_sandbox(task, tag, limits, rec.rollout_id, backend=backend,
                                  ttl_s=ttl)
 
-    with timer("sandbox"), sandbox() as sb:
+    def hidden_sandbox():  # prepared while the public suite runs (the other core)
+        sb = sandbox()
+        try:
+            return sb, apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
+        except BaseException:
+            sb.close()
+            raise
+
+    stack = ExitStack()
+    with stack, timer("sandbox"), sandbox() as sb:
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
         applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
@@ -205,6 +216,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
+        second, taken = pool.submit(hidden_sandbox), []
+        stack.callback(_close_unused, second, taken)
 
         # 4. Measure, each step under its own timeout. Before any code of the patch runs:
         # compiled and static analysis (both read files only). Then the public suite.
@@ -230,10 +243,12 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         with timer("public_tests"):
             public = run_public(sb, task, deadline.budget(timeouts.per_suite))
 
-    # The hidden suite runs in a second fresh sandbox with the same patch applied, so nothing
-    # the code started or wrote during the public run (a daemon, a file anywhere) reaches it.
-    with timer("sandbox_hidden"), sandbox() as sb:
-        again = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
+        # The hidden suite runs in a second fresh sandbox with the same patch applied, so
+        # nothing the code started or wrote during the public run (a daemon, a file
+        # anywhere) reaches it.
+        sb_hidden, again = second.result()
+        taken.append(sb_hidden)
+    with timer("sandbox_hidden"), sb_hidden as sb:
         if again.strategy != applied.strategy:
             raise InfraError(f"the patch applied with {applied.strategy} in the first "
                              f"sandbox but {again.strategy} in the second: {again.output[-500:]}")
@@ -285,6 +300,18 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     if not parsed:
         raise first
     return paths
+
+
+def _close_unused(future, taken: list) -> None:
+    """Close the prepared sandbox unless the pipeline took it (an early return or an error
+    on the way leaves it unused)."""
+    if taken:
+        return
+    try:
+        sb, _ = future.result()
+    except BaseException:  # noqa: BLE001 - it closed itself; the first error is the one raised
+        return
+    sb.close()
 
 
 def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
