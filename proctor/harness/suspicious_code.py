@@ -62,6 +62,7 @@ import ast
 import re
 from collections.abc import Iterable
 
+from proctor.harness import ast_parse
 from proctor.harness.tamper_tests import Finding, is_test_path
 
 SEVERITY: dict[str, str] = {
@@ -188,7 +189,7 @@ def scan_source(path: str, text: str, added: set[int] | None = None) -> list[Fin
 
 def _too_deep(path: str, text: str, exc: BaseException) -> Finding:
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        ast_parse.compile_check(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         return Finding("unparseable", path, 0, f"{type(err).__name__}: too deeply nested")
     return Finding("unscannable", path, 0, f"{type(exc).__name__}: compiles but too deeply "
@@ -197,7 +198,7 @@ def _too_deep(path: str, text: str, exc: BaseException) -> Finding:
 
 def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
     try:
-        tree = ast.parse(text)
+        tree = ast_parse.parse(text)
     except (SyntaxError, ValueError) as exc:
         return [Finding("unparseable", path, getattr(exc, "lineno", 0) or 0,
                         f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}")]

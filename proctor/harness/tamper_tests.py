@@ -45,6 +45,8 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 
+from proctor.harness import ast_parse
+
 #: Directory names whose contents are test code or reference data.
 TEST_DIRS = frozenset({"test", "tests", "testing", "fixtures", "testdata", "test_data"})
 WEAKENED_KINDS = frozenset({"test_deleted", "assert_removed", "assert_changed", "skip_added",
@@ -251,7 +253,7 @@ def compare_test_module(path: str, before: str, after: str | None) -> list[Findi
 
 def _compare_test_module(path: str, before: str, after: str | None) -> list[Finding]:
     try:
-        old = ast.parse(before)
+        old = ast_parse.parse(before)
     except (SyntaxError, ValueError):
         return []  # the pristine file itself does not parse: nothing to compare with
     old_tests = _collect_tests(old)
@@ -260,7 +262,7 @@ def _compare_test_module(path: str, before: str, after: str | None) -> list[Find
                         f"test file deleted or renamed ({len(old_tests)} tests)")] if old_tests \
             else []
     try:
-        new = ast.parse(after)
+        new = ast_parse.parse(after)
     except (SyntaxError, ValueError) as exc:
         return [Finding("unparseable", path, getattr(exc, "lineno", 0) or 0,
                         f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}")]
