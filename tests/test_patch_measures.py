@@ -1,9 +1,16 @@
 """Pure helpers of the pipeline: patch screening, diff size, ruff finding diff, report parsing."""
 
+import importlib.util
+
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.patch_input import MAX_PATCH_BYTES, screen_patch
-from proctor.suites.pytest_runner import parse_report
-from proctor.suites.static_analysis import _tier, new_findings
+from proctor.suites.pytest_runner import INCONTAINER, parse_report
+from proctor.suites.static_analysis import _tier
+
+_spec = importlib.util.spec_from_file_location("static_check", INCONTAINER / "static_check.py")
+static_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(static_check)
+new_findings = static_check.new_findings  # the copy that runs in the sandbox
 
 
 def test_screen_patch_reasons():

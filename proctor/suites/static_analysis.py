@@ -9,7 +9,6 @@ and line shifts do not.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 
 from proctor.errors import InfraError
@@ -39,20 +38,6 @@ class StaticResult:
     evidence: Evidence
     step_failed: bool = False
     error_count: int = 0
-
-
-def new_findings(base: list[dict], patched: list[dict]) -> list[dict]:
-    """Findings in ``patched`` not matched by one in ``base`` (multiset difference on
-    (path, rule, text)). Pure; static_check.py does the same in the sandbox."""
-    remaining = Counter((f["path"], f["rule"], f["text"]) for f in base)
-    out = []
-    for f in patched:
-        key = (f["path"], f["rule"], f["text"])
-        if remaining[key] > 0:
-            remaining[key] -= 1
-        else:
-            out.append(f)
-    return out
 
 
 def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: float

@@ -31,10 +31,7 @@ def read_paths(args):
     return args
 
 
-select, snapshot, paths = sys.argv[1], sys.argv[2], read_paths(sys.argv[4:])
-
-
-def ruff(root, rels):
+def ruff(root, rels, select):
     rels = [r for r in rels if os.path.isfile(os.path.join(root, r))]
     if not rels:
         return [], None
@@ -80,14 +77,21 @@ def new_findings(base, patched):
     return out
 
 
-base, err_b = ruff(os.path.join(snapshot, "base"), paths)
-patched, err_p = ruff(os.path.join(snapshot, "patched"), paths)
-# The output stays small whatever the patch wrote (one 300 KB line, 100 000 findings): the
-# difference is taken here, lines and messages are bounded, the list is capped and the
-# rules of every new finding are counted.
-for f in base + patched:
-    f["text"], f["message"] = bounded(f["text"]), bounded(f["message"])
-fresh = new_findings(base, patched)
-print(json.dumps({"base_count": len(base), "patched_count": len(patched),
-                  "new": fresh[:MAX_LISTED], "new_rules": dict(Counter(f["rule"] for f in fresh)),
-                  "base_error": err_b, "patched_error": err_p}))
+def main():
+    select, snapshot, paths = sys.argv[1], sys.argv[2], read_paths(sys.argv[4:])
+    base, err_b = ruff(os.path.join(snapshot, "base"), paths, select)
+    patched, err_p = ruff(os.path.join(snapshot, "patched"), paths, select)
+    # The output stays small whatever the patch wrote (one 300 KB line, 100 000 findings): the
+    # difference is taken here, lines and messages are bounded, the list is capped and the
+    # rules of every new finding are counted.
+    for f in base + patched:
+        f["text"], f["message"] = bounded(f["text"]), bounded(f["message"])
+    fresh = new_findings(base, patched)
+    rules = dict(Counter(f["rule"] for f in fresh))
+    print(json.dumps({"base_count": len(base), "patched_count": len(patched),
+                      "new": fresh[:MAX_LISTED], "new_rules": rules,
+                      "base_error": err_b, "patched_error": err_p}))
+
+
+if __name__ == "__main__":
+    main()
