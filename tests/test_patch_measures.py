@@ -4,7 +4,7 @@ import importlib.util
 
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.patch_input import MAX_PATCH_BYTES, screen_patch
-from proctor.suites.pytest_runner import INCONTAINER, parse_report
+from proctor.suites.pytest_runner import INCONTAINER, parse_records
 from proctor.suites.static_analysis import _tier
 
 _spec = importlib.util.spec_from_file_location("static_check", INCONTAINER / "static_check.py")
@@ -53,15 +53,21 @@ def test_rule_tiers():
     assert _tier("E711") == "style" and _tier("UP035") == "style"
 
 
-def test_parse_report_reads_tests_session_and_collection_errors_and_skips_bad_lines():
-    text = "\n".join([
-        '{"nodeid": "t.py::a", "outcome": "passed", "duration": 0.1}',
-        '{"nodeid": "t.py::b", "outcome": "timeout", "duration": 5}',
-        '{"nodeid": "u.py", "outcome": "error", "duration": 0, "collection_error": true}',
-        '{"session": {"exitstatus": 1, "collected": 2}}',
-        '{"nodeid": "t.py::c", "outc',  # half-written line
-    ])
-    outcomes, session, errors = parse_report(text)
-    assert outcomes == {"t.py::a": "passed", "t.py::b": "timeout"}
-    assert session == {"exitstatus": 1, "collected": 2}
-    assert errors == ["u.py"]
+def test_parse_records_reads_every_kind_and_skips_bad_ones():
+    records = [
+        '{"k": "started"}',
+        '{"k": "raw", "id": "t.py::a", "v": "passed"}',
+        '{"k": "test", "id": "t.py::a", "outcome": "passed", "duration": 0.1}',
+        '{"k": "test", "id": "t.py::b", "outcome": "timeout", "duration": 5}',
+        '{"k": "collection_error", "id": "u.py"}',
+        '{"k": "tamper", "why": "replaced under the tests: x"}',
+        '{"k": "test", "id": "t.py::b", "outcome": "passed", "duration": 5}',  # conflict
+        '{"k": "session", "exitstatus": 1, "collected": 2}',
+        '{"k": "test", "id": "t.py::c", "outc',  # cut short
+        '[1, 2]',
+    ]
+    rep = parse_records(records)
+    assert rep.started and rep.outcomes == {"t.py::a": "passed", "t.py::b": "passed"}
+    assert rep.raw == {"t.py::a": "passed"} and rep.conflicts == ["t.py::b"]
+    assert rep.session == {"k": "session", "exitstatus": 1, "collected": 2}
+    assert rep.collection_errors == ["u.py"] and rep.tamper == ["replaced under the tests: x"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from proctor.suites import pytest_runner
-from proctor.suites.pytest_runner import INCONTAINER, SUBVERTED_EXIT
+from proctor.suites.pytest_runner import INCONTAINER, SUBVERTED_EXIT, read_runner_output
 
 LIB_SWAP = '''
 import sys
@@ -53,11 +53,14 @@ def _run(tmp_path: Path, lib: str) -> subprocess.CompletedProcess:
 def test_runner_guard(tmp_path, name):
     lib, want = CASES[name]
     res = _run(tmp_path, lib)
-    assert res.returncode == want, res.stdout + res.stderr
+    runner = read_runner_output(res.stdout + res.stderr)
+    assert res.returncode == runner.exit_code == want, runner.output
     if want == SUBVERTED_EXIT:
-        assert "proctor: the code under test" in res.stderr
+        assert "proctor: the code under test" in runner.output
 
 
 def test_sentinel_matches_the_runner():
     text = (INCONTAINER / "run_pytest.py").read_text()
     assert f"SUBVERTED_EXIT = {pytest_runner.SUBVERTED_EXIT}" in text
+    assert f'RESULT_PREFIX = "{pytest_runner.RESULT_PREFIX}"' in text
+    assert f'HARNESS_ERROR = "{pytest_runner.HARNESS_ERROR}"' in text

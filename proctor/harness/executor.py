@@ -367,6 +367,8 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
+    # Detected tampering (issue 4): out of the group's baseline, its own signal kept.
+    rec.flags.exclude_from_advantage |= rec.flags.tests_tampered
     blockers = list(blockers)
     trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0

@@ -20,6 +20,7 @@ from proctor.harness.workspace import (
 from proctor.sandbox.backends import open_sandbox
 from proctor.sandbox.base import Limits, Sandbox
 from proctor.suites.pytest_runner import SuiteRun, install_harness, run_suite
+from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
 
 
 def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
@@ -47,12 +48,21 @@ def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
 
 def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
-    in now (read-only, to an unpredictable dir) and run them there."""
+    in now (read-only, to an unpredictable dir, a must-fail tripwire hidden among them) and
+    run them there."""
     kill_user_processes(sb)
     reset_scratch(sb)
-    root = place_hidden_tests(sb, task)
+    embedded: list[EmbeddedTripwire | None] = []
+
+    def hide_tripwire(files: dict[str, bytes]) -> dict[str, bytes]:
+        files, trip = embed_tripwire(files)
+        embedded.append(trip)
+        return files
+
+    root = place_hidden_tests(sb, task, hide_tripwire)
     return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
-                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
+                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
+                     embedded=embedded[0])
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):

@@ -7,6 +7,7 @@ Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decid
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proctor.errors import InfraError
@@ -87,12 +88,20 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     sb.put_tree(REPO, task.repo, only=paths)
 
 
-def place_hidden_tests(sb: Sandbox, task: Task) -> str:
+def place_hidden_tests(sb: Sandbox, task: Task,
+                       transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
+                       ) -> str:
     """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory;
     returns it (the rootdir of the hidden run). Called only after the patch is applied and
-    after every process of the sandbox user was killed (:func:`kill_user_processes`)."""
+    after every process of the sandbox user was killed (:func:`kill_user_processes`).
+    ``transform`` (relative path -> content, in and out) may change the files on the way,
+    e.g. to hide a tripwire among them."""
     root = f"/proctor/h-{secrets.token_hex(8)}"
-    sb.put_tree(root, task.hidden, read_only=True)
+    if transform is None:
+        sb.put_tree(root, task.hidden, read_only=True)
+    else:
+        files = {rel: (task.hidden / rel).read_bytes() for rel in task.hidden_files}
+        sb.put_files(root, transform(files), read_only=True)
     return root
 
 

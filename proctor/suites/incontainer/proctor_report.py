@@ -1,34 +1,102 @@
-"""Proctor's pytest plugin: one JSON line per test, written outside the repo.
+"""Proctor's pytest plugin: streams one record per event to the supervisor of run_pytest.py.
 
-Loaded explicitly with ``-p proctor_report --proctor-report PATH``. Each line is
-``{"nodeid", "outcome", "duration"}`` with outcome one of passed, failed, error,
-skipped, xfailed, xpassed, timeout; a collection failure gives outcome ``error`` for the
-collector's nodeid; the last line is ``{"session": {"exitstatus", "collected"}}``.
-Verdicts come from pytest's own reports (setup/call/teardown), never from stdout.
+Built by :func:`make_plugin` *before* ``pytest.main`` (so before any code of the repository
+runs) and handed to pytest as an object; each record is a line ``NONCE JSON`` written to the
+verdict channel (an inherited pipe at an unpredictable fd). Records, in order:
+
+* ``{"k": "started"}``: the plugin exists (no record at all means a harness fault);
+* ``{"k": "raw", "id", "v"}``: the verdict of the test function's own call, taken around
+  the call itself (``v``: passed, failed, skipped), independent of pytest's reports;
+* ``{"k": "test", "id", "outcome", "duration"}``: the outcome from pytest's reports
+  (passed, failed, error, skipped, xfailed, xpassed, timeout; duration in seconds);
+* ``{"k": "collection_error", "id"}``;
+* ``{"k": "tamper", "why"}``: pytest's runner was rewired under the tests (a function or
+  method of ``_pytest``/``pluggy``/``pytest_timeout``/this plugin replaced, a test item's
+  ``runtest`` or test function swapped, a hook implementation added, removed or replaced);
+* ``{"k": "session", "exitstatus", "collected"}``: the last record.
+
+What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
+``pluggy``) and the item before every test call; everything, builtins included, when
+collection ends and when the session ends (after teardowns: a test's monkeypatch of
+``builtins.input`` is undone by then).
 """
 
 import json
+import os
+import sys
+import time
+import types
 
 import pytest
 
-_state = {}
+#: Modules whose functions and classes must not change under the tests (checked per call).
+CALL_PATH = ("_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.reports",
+             "_pytest.nodes", "_pytest.skipping", "_pytest.outcomes", "_pytest.unittest",
+             "_pytest.fixtures", "_pytest.python_api", "_pytest.raises", "_pytest.assertion",
+             "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._hooks",
+             "pluggy._callers", "pluggy._manager", "pluggy._result", "pytest",
+             "pytest_timeout", __name__)
+#: Hooks whose implementations decide a verdict (checked per call).
+VERDICT_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+                 "pytest_runtest_teardown", "pytest_pyfunc_call", "pytest_runtest_makereport",
+                 "pytest_runtest_logreport", "pytest_report_teststatus",
+                 "pytest_runtest_logfinish")
+_CALLABLE = (types.FunctionType, types.BuiltinFunctionType, type, property, classmethod,
+             staticmethod, types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
-def pytest_addoption(parser):
-    parser.addoption("--proctor-report", action="store", default=None)
+def _bindings(names):
+    """[(label, namespace, key, value)] for every function or class of the modules ``names``
+    and every callable attribute of the classes they define (identity is what is compared)."""
+    out = []
+    for name in names:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        ns = vars(mod)
+        for key, value in list(ns.items()):
+            if not isinstance(value, _CALLABLE) or (name == "builtins" and key == "_"):
+                continue
+            out.append((f"{name}.{key}", ns, key, value))
+            if isinstance(value, type) and value.__module__ == name != "builtins":
+                cls_ns = vars(value)
+                out.extend((f"{name}.{key}.{k}", cls_ns, k, v)
+                           for k, v in list(cls_ns.items()) if isinstance(v, _CALLABLE))
+    return out
 
 
-def pytest_configure(config):
-    path = config.getoption("--proctor-report")
-    if path:
-        _state["fh"] = open(path, "w", buffering=1, encoding="utf-8")  # noqa: SIM115
-        _state["tests"] = {}
+def _changed(bindings):
+    """[(label, current value)] of the bindings that no longer hold their value."""
+    return [(label, ns.get(key)) for label, ns, key, value in bindings
+            if ns.get(key) is not value]
 
 
-def _emit(obj):
-    fh = _state.get("fh")
-    if fh is not None:
-        fh.write(json.dumps(obj) + "\n")
+def _pytests_own(value):
+    """A value pytest's own plugins install at configure time (legacypath patches Config
+    and Node this way)."""
+    module = getattr(value, "__module__", None) or ""
+    return module.startswith(("_pytest.", "pluggy.", "pytest_timeout"))
+
+
+def _all_modules():
+    prefixes = ("_pytest.", "pluggy.")
+    return sorted(n for n in list(sys.modules) if n.startswith(prefixes)
+                  or n in ("pytest", "pluggy", "pytest_timeout", "builtins", __name__))
+
+
+def make_plugin(fd, nonce, repo):
+    """The plugin object for ``pytest.main(plugins=[...])``, writing to ``fd``; ``repo`` is
+    the directory of the code under test (a hook implemented there is foreign)."""
+    write, dumps, tag = os.write, json.dumps, nonce.encode() + b" "
+
+    def send(obj):
+        data = tag + dumps(obj).encode() + b"\n"
+        while data:
+            data = data[write(fd, data):]
+
+    plugin = _ReportPlugin(send, os.path.realpath(repo) + os.sep)
+    send({"k": "started"})
+    return plugin
 
 
 def _is_timeout(report):
@@ -36,47 +104,142 @@ def _is_timeout(report):
     return "Timeout (" in text or "Failed: Timeout" in text
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    tests = _state.get("tests")
-    if tests is None:
-        return
-    entry = tests.setdefault(report.nodeid, {"outcome": None, "duration": 0.0})
-    entry["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
-    xfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if xfail:
-            entry["outcome"] = "xfailed" if report.skipped else "xpassed"
-        elif report.passed:
-            entry["outcome"] = "passed"
-        elif report.skipped:
-            entry["outcome"] = "skipped"
-        else:
-            entry["outcome"] = "timeout" if _is_timeout(report) else "failed"
-    elif report.failed:
-        if entry["outcome"] in (None, "passed"):
-            entry["outcome"] = "timeout" if _is_timeout(report) else "error"
-    elif report.skipped and entry["outcome"] is None:
-        entry["outcome"] = "xfailed" if xfail else "skipped"
+def _is_foreign(function, plugin, repo):
+    """A hook implementation whose code lives in the repository under test and not in a
+    conftest.py (a patch may not add or edit one anywhere: the integrity phase refuses it).
+    Pytest's plugins, pytest-timeout, this plugin and the image's packages are not."""
+    code = getattr(function, "__code__", None)
+    path = code.co_filename if code is not None else getattr(
+        sys.modules.get(getattr(plugin, "__module__", None) or getattr(plugin, "__name__", "")),
+        "__file__", None)
+    if not path:
+        return False
+    path = os.path.realpath(path)
+    return path.startswith(repo) and os.path.basename(path) != "conftest.py"
 
 
-def pytest_runtest_logfinish(nodeid, location):
-    tests = _state.get("tests")
-    if tests is None or nodeid not in tests:
-        return
-    entry = tests.pop(nodeid)
-    _emit({"nodeid": nodeid, "outcome": entry["outcome"] or "error",
-           "duration": round(entry["duration"], 6)})
+class _ReportPlugin:
+    def __init__(self, send, repo):
+        self._send, self._repo = send, repo
+        self._tests = {}
+        self._items = {}
+        self._hooks = None
+        self._config = None
+        self._said = set()
+        self._import_default_plugins()
+        self._call_path = _bindings(CALL_PATH)
+        self._everything = _bindings(_all_modules())
 
+    @staticmethod
+    def _import_default_plugins():
+        # What pytest.main would import anyway, now, so the snapshot covers it before any
+        # code of the repository runs.
+        import importlib
 
-def pytest_collectreport(report):
-    if report.failed:
-        _emit({"nodeid": report.nodeid or "<collection>", "outcome": "error", "duration": 0.0,
-               "collection_error": True})
+        from _pytest.config import default_plugins
 
+        for name in default_plugins:  # (pytest_timeout: imported by -p, checked at configure)
+            try:
+                importlib.import_module(f"_pytest.{name}")
+            except ImportError:
+                pass
 
-def pytest_sessionfinish(session, exitstatus):
-    _emit({"session": {"exitstatus": int(exitstatus), "collected": session.testscollected}})
-    fh = _state.pop("fh", None)
-    if fh is not None:
-        fh.close()
+    def _tamper(self, why):
+        if why not in self._said:
+            self._said.add(why)
+            self._send({"k": "tamper", "why": why[:300]})
+
+    def _impls(self):
+        hook = self._config.hook
+        return {name: [(i.plugin, i.function) for i in getattr(hook, name).get_hookimpls()]
+                for name in VERDICT_HOOKS if hasattr(hook, name)}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config):
+        # Initial conftests may have imported the code under test by now: what changed
+        # since the snapshot must come from pytest itself. Then the snapshot is retaken.
+        self._config = config
+        for label, value in _changed(self._everything):
+            if not _pytests_own(value):
+                self._tamper(f"replaced before configure: {label}")
+        self._call_path = _bindings(CALL_PATH)
+        self._everything = _bindings(_all_modules())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_itemcollected(self, item):
+        obj = getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
+        self._items[item.nodeid] = (obj, getattr(obj, "__code__", None))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        for label, _ in _changed(self._everything):
+            self._tamper(f"replaced during collection: {label}")
+        self._hooks = self._impls()
+        for name, impls in self._hooks.items():
+            for plugin, function in impls:
+                if _is_foreign(function, plugin, self._repo):
+                    self._tamper(f"code of the repository implements {name}: "
+                                 f"{getattr(function, '__qualname__', function)!r:.80}")
+
+    def _check_item(self, item):
+        for label, _ in _changed(self._call_path):
+            self._tamper(f"replaced under the tests: {label}")
+        if self._hooks is not None and self._impls() != self._hooks:
+            self._tamper("the hook implementations that decide verdicts changed")
+        if "runtest" in vars(item):
+            self._tamper(f"{item.nodeid}: the item's runtest was replaced")
+        obj, code = self._items.get(item.nodeid, (None, None))
+        if isinstance(item, pytest.Function) and (
+                item.obj is not obj or getattr(item.obj, "__code__", None) is not code):
+            self._tamper(f"{item.nodeid}: the test function was replaced")
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item):
+        self._check_item(item)
+        try:
+            result = yield
+        except BaseException as exc:
+            verdict = "skipped" if isinstance(exc, pytest.skip.Exception) else "failed"
+            self._send({"k": "raw", "id": item.nodeid, "v": verdict})
+            raise
+        # unittest.TestCase items keep their failures on the item, not in the call.
+        failed = bool(getattr(item, "_excinfo", None))
+        self._send({"k": "raw", "id": item.nodeid, "v": "failed" if failed else "passed"})
+        return result
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report):
+        entry = self._tests.setdefault(report.nodeid, {"outcome": None, "duration": 0.0})
+        entry["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+        xfail = hasattr(report, "wasxfail")
+        if report.when == "call":
+            if xfail:
+                entry["outcome"] = "xfailed" if report.skipped else "xpassed"
+            elif report.passed:
+                entry["outcome"] = "passed"
+            elif report.skipped:
+                entry["outcome"] = "skipped"
+            else:
+                entry["outcome"] = "timeout" if _is_timeout(report) else "failed"
+        elif report.failed:
+            if entry["outcome"] in (None, "passed"):
+                entry["outcome"] = "timeout" if _is_timeout(report) else "error"
+        elif report.skipped and entry["outcome"] is None:
+            entry["outcome"] = "xfailed" if xfail else "skipped"
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        entry = self._tests.pop(nodeid, None)
+        if entry is not None:
+            self._send({"k": "test", "id": nodeid, "outcome": entry["outcome"] or "error",
+                        "duration": round(entry["duration"], 6)})
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self._send({"k": "collection_error", "id": report.nodeid or "<collection>"})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        for label, _ in _changed(self._everything):
+            self._tamper(f"replaced by the end of the session: {label}")
+        self._send({"k": "session", "exitstatus": int(exitstatus),
+                    "collected": session.testscollected, "t": time.time()})

@@ -1,23 +1,38 @@
 """Harness-owned pytest entry point, run inside the sandbox as
-``python -I -B run_pytest.py REPO -- PYTEST_ARGS``.
+``python -I -B run_pytest.py REPO [--deadline S] -- PYTEST_ARGS``.
 
-``-I`` ignores PYTHON* variables and user site; this script then puts the harness plugin
-directory first on ``sys.path`` and the repository under test *last*, so a module in the
-repo can never shadow pytest, its plugins or the standard library at start-up. Plugin
-autoload is off: only the plugins named with ``-p`` load.
+Two processes (DESIGN section 5, "streamed to the harness"):
 
-Before anything else is imported, an audit hook (which nothing can remove) guards the runner:
-the code under test replacing a function's code object (``f.__code__ = ...``: a test body
-swapped for a no-op while the tripwire is spared) or installing an audit hook of its own (the
-trigger such code needs between collection and the test run) ends the process at once with
-exit status ``SUBVERTED_EXIT``, which the harness reads as a flipped tripwire. Only
-``types.coroutine`` (the standard library, e.g. asyncio at import) may set ``__code__``.
+* The **supervisor** (this process) makes itself non-dumpable, so the code under test (same
+  user) can neither read its ``/proc/PID/fd`` nor attach to it, forks the pytest child and
+  reads two pipes: the child's stdout+stderr, and the verdict channel of Proctor's plugin.
+  It alone writes to the exec's stdout: one line ``PROCTOR-RESULT <base64(zlib(JSON))>``
+  with every record the plugin streamed, the child's exit status, whether the deadline
+  (``--deadline``, seconds) killed it, how many lines on the channel did not carry the run's
+  nonce, and the tail of the child's output. Exit status: the child's, or 128 + signal.
+* The **child** runs pytest with the plugin object given to ``pytest.main(plugins=...)``
+  (never by name: ``-p no:...`` cannot unload it). The channel's write end sits at a random
+  fd number that is in neither the environment nor argv, and every record carries a nonce
+  drawn by the supervisor, so a line forged by the code under test is counted, not believed.
+
+``-I`` ignores PYTHON* variables and user site; the harness directory goes first on
+``sys.path`` and the repository under test *last*, so a module in the repo can never shadow
+pytest, its plugins or the standard library at start-up. Plugin autoload is off.
+
+Before anything else is imported in the child, an audit hook (which nothing can remove)
+guards the runner: the code under test replacing a function's code object or installing an
+audit hook of its own ends the child at once with exit status ``SUBVERTED_EXIT``, which the
+harness reads as a flipped tripwire. Only ``types.coroutine`` may set ``__code__``.
 """
 
 import os
 import sys
 
 SUBVERTED_EXIT = 86  # proctor.suites.pytest_runner.SUBVERTED_EXIT
+RESULT_PREFIX = "PROCTOR-RESULT "  # proctor.suites.pytest_runner.RESULT_PREFIX
+HARNESS_ERROR = "PROCTOR-HARNESS-ERROR "  # proctor.suites.pytest_runner.HARNESS_ERROR
+OUTPUT_TAIL = 16 * 1024  # bytes of the child's output kept
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
 def _install_guard():
@@ -44,17 +59,148 @@ def _install_guard():
     sys.addaudithook(guard)
 
 
-_install_guard()
+def _set_dumpable(flag):
+    import ctypes
 
-harness_dir = os.path.dirname(os.path.abspath(__file__))
-repo = sys.argv[1]
-args = sys.argv[3:] if sys.argv[2:3] == ["--"] else sys.argv[2:]
-sys.path.insert(0, harness_dir)
-sys.path.append(repo)
-os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-os.environ.pop("PYTEST_ADDOPTS", None)
-os.environ.pop("PYTEST_PLUGINS", None)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
-import pytest  # noqa: E402
 
-sys.exit(int(pytest.main(args)))
+def _parse_argv(argv):
+    repo, rest, deadline = argv[1], argv[2:], None
+    if rest[:1] == ["--deadline"]:
+        deadline, rest = float(rest[1]), rest[2:]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    return repo, deadline, rest
+
+
+def _child(repo, args, rec_fd, nonce):
+    """Runs in the forked child: never returns."""
+    try:
+        _set_dumpable(True)  # only the supervisor needs hiding
+        import secrets
+
+        fd = 64 + secrets.randbelow(900)
+        while True:
+            try:
+                os.fstat(fd)
+                fd += 1
+            except OSError:
+                break
+        os.dup2(rec_fd, fd, inheritable=False)
+        os.close(rec_fd)
+        _install_guard()
+        harness_dir = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, harness_dir)
+        sys.path.append(repo)
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
+            os.environ.pop(var, None)
+        import proctor_report
+
+        plugin = proctor_report.make_plugin(fd, nonce, repo)
+    except BaseException as exc:  # harness fault: no repo code has run yet
+        os.write(2, f"\n{HARNESS_ERROR}the runner failed to start: {exc!r}\n".encode())
+        os._exit(3)
+    import pytest
+
+    sys.exit(int(pytest.main(args, plugins=[plugin])))
+
+
+def _supervise(pid, rec_r, out_r, nonce, deadline):
+    import selectors
+    import signal
+    import time
+
+    start = time.monotonic()
+    sel = selectors.DefaultSelector()
+    sel.register(rec_r, selectors.EVENT_READ, "rec")
+    sel.register(out_r, selectors.EVENT_READ, "out")
+    buf, out = b"", bytearray()
+    out_total, records, foreign = 0, [], 0
+    status, timed_out, drain_until = None, False, None
+    tag = nonce.encode() + b" "
+    while sel.get_map():
+        now = time.monotonic()
+        if status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status, drain_until = st, now + 0.5
+            elif deadline is not None and now - start > deadline:
+                timed_out = True
+                for target in (-pid, pid):
+                    try:
+                        os.kill(target, signal.SIGKILL)
+                    except OSError:
+                        pass
+        if drain_until is not None and now > drain_until:
+            break  # something the child left behind holds a pipe open
+        for key, _ in sel.select(timeout=0.05):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            if key.data == "out":
+                out_total += len(chunk)
+                out += chunk
+                del out[:-OUTPUT_TAIL]
+                continue
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.startswith(tag):
+                    records.append(line[len(tag):].decode("utf-8", "replace"))
+                elif line:
+                    foreign += 1
+            if len(buf) > 1 << 20:  # an endless line: not ours
+                buf, foreign = b"", foreign + 1
+    if buf:
+        foreign += 1
+    if status is None:
+        status = os.waitpid(pid, 0)[1]
+    code = os.waitstatus_to_exitcode(status)
+    return {"records": records, "exit": code if code >= 0 else 128 - code,
+            "signal": -code if code < 0 else None, "timed_out": timed_out,
+            "foreign_lines": foreign, "output": out.decode("utf-8", "replace"),
+            "output_bytes": out_total}
+
+
+def main():
+    import base64
+    import json
+    import secrets
+    import zlib
+
+    repo, deadline, args = _parse_argv(sys.argv)
+    try:
+        _set_dumpable(False)
+    except Exception as exc:
+        sys.stdout.write(f"{HARNESS_ERROR}cannot hide the supervisor: {exc!r}\n")
+        sys.stdout.flush()
+        os._exit(3)
+    nonce = secrets.token_hex(16)
+    rec_r, rec_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rec_r)
+        os.close(out_r)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.close(out_w)
+        os.setpgid(0, 0)
+        _child(repo, args, rec_w, nonce)
+        os._exit(3)  # not reached
+    os.close(rec_w)
+    os.close(out_w)
+    result = _supervise(pid, rec_r, out_r, nonce, deadline)
+    blob = base64.b64encode(zlib.compress(json.dumps(result).encode(), 6)).decode()
+    sys.stdout.write(RESULT_PREFIX + blob + "\n")
+    sys.stdout.flush()
+    os._exit(result["exit"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""run_pytest.py's supervisor and plugin, on the host interpreter (plain Python, no sandbox):
+code under test that rewires pytest, forges records or kills the run is named in the
+report, and honest suites (unittest, xfail, skip, monkeypatched builtins) are not.
+
+Each case is a tiny repo: ``lib_under_test.py`` (the "patch") and ``test_answer.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proctor.suites.pytest_runner import (
+    INCONTAINER,
+    Tripwire,
+    judge_report,
+    read_runner_output,
+)
+
+TESTS = '''
+from lib_under_test import answer
+
+
+def test_answer():
+    assert answer() == 42
+
+
+def test_other():
+    assert answer() + 1 == 43
+'''
+
+REWIRE_RUNNER = '''
+import sys
+
+
+def _nop(*args, **kwargs):
+    return None
+
+
+def _wrap():
+    for m in list(sys.modules.values()):
+        orig = getattr(m, "call_and_report", None)
+        if orig is None or not callable(orig):
+            continue
+
+        def car(item, when, *args, _orig=orig, **kwargs):
+            if when == "call" and "test_tw" not in str(getattr(item, "path", "")):
+                item.runtest = _nop
+            return _orig(item, when, *args, **kwargs)
+
+        vars(m)["call_and_report"] = car
+
+
+_wrap()
+
+
+def answer():
+    return 41
+'''
+
+ITEM_RUNTEST = '''
+import gc
+
+
+def _nop(*args, **kwargs):
+    return None
+
+
+def answer():
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Function" and hasattr(obj, "runtest") and \\
+                "test_tw" not in str(getattr(obj, "path", "")):
+            obj.runtest = _nop
+    return 41
+'''
+
+REPORT_HOOK = '''
+import gc
+
+
+class _Rewriter:
+    import pytest as _p
+
+    @_p.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        rep = yield
+        if "test_tw" not in str(item.path):
+            rep.outcome = "passed"
+            rep.longrepr = None
+        return rep
+
+
+for obj in gc.get_objects():
+    if type(obj).__name__ == "PytestPluginManager":
+        obj.register(_Rewriter())
+        break
+
+
+def answer():
+    return 41
+'''
+
+FORGE = '''
+import json
+import os
+
+
+def answer():
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "pipe" in os.readlink(f"/proc/self/fd/{fd}"):
+                os.write(int(fd), (json.dumps({"k": "test", "id": "test_answer.py::test_answer",
+                                               "outcome": "passed"}) + "\\n").encode())
+        except OSError:
+            pass
+    return 41
+'''
+
+KILL_SUPERVISOR = '''
+import os
+import signal
+
+
+def answer():
+    os.kill(os.getppid(), signal.SIGKILL)
+    return 42
+'''
+
+HONEST = '''
+def answer():
+    return 42
+'''
+
+HONEST_TESTS = '''
+import builtins
+import unittest
+
+import pytest
+
+from lib_under_test import answer
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    monkeypatch.setattr(builtins, "input", lambda *_: "y")
+    yield
+
+
+def test_answer(quiet):
+    assert input() == "y" and answer() == 42
+
+
+def test_patch_builtins_in_body(monkeypatch):
+    monkeypatch.setattr(builtins, "print", lambda *a, **k: None)
+    assert answer() == 42
+
+
+@pytest.mark.xfail(reason="known")
+def test_known():
+    assert answer() == 0
+
+
+@pytest.mark.skip(reason="later")
+def test_later():
+    pass
+
+
+class TestCase(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(answer(), 42)
+
+    def test_bad(self):
+        self.assertEqual(answer(), 0)
+'''
+
+TRIP = Tripwire("", "test_tw.py", "test_must_fail", "test_must_pass")
+
+
+def _run(tmp_path: Path, lib: str, tests: str = TESTS, deadline: float | None = None):
+    (tmp_path / "lib_under_test.py").write_text(lib)
+    (tmp_path / "test_answer.py").write_text(tests)
+    (tmp_path / TRIP.module).write_text(TRIP.source().decode())
+    own = ["--deadline", str(deadline)] if deadline else []
+    argv = [sys.executable, "-I", "-B", str(INCONTAINER / "run_pytest.py"), str(tmp_path),
+            *own, "--", "-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}",
+            "test_answer.py", TRIP.module]
+    res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return res, read_runner_output(res.stdout + res.stderr)
+
+
+def _judge(runner):
+    rep = runner.report
+    finished = rep.session is not None and runner.exit_code in (0, 1)
+    return judge_report(rep, runner.exit_code, finished, TRIP,
+                        foreign_lines=runner.foreign_lines)
+
+
+@pytest.mark.parametrize("lib,faked,expect", [
+    (REWIRE_RUNNER, "test_answer", "replaced under the tests: _pytest.runner.call_and_report"),
+    (ITEM_RUNTEST, "test_other", "test_answer.py::test_other: the item's runtest was replaced"),
+    (REPORT_HOOK, "test_answer", "code of the repository implements pytest_runtest_makereport"),
+], ids=["module_function", "item_runtest", "report_hook"])
+def test_rewiring_pytest_is_named_and_voids_the_report(tmp_path, lib, faked, expect):
+    _, runner = _run(tmp_path, lib)
+    real, tampered, trip = _judge(runner)
+    assert trip is None  # the tripwire was spared: only the plugin's checks see it
+    assert any(expect in t for t in tampered), tampered
+    assert real[f"test_answer.py::{faked}"] == "passed"  # the lie the checks caught
+
+
+def test_a_rewritten_report_disagrees_with_the_raw_call_verdict(tmp_path):
+    _, runner = _run(tmp_path, REPORT_HOOK)
+    assert runner.report.raw["test_answer.py::test_answer"] == "failed"
+    _, tampered, _ = _judge(runner)
+    assert any("reported passed whose own call did not pass" in t for t in tampered)
+
+
+def test_records_forged_on_the_channel_are_counted_not_believed(tmp_path):
+    _, runner = _run(tmp_path, FORGE)
+    assert runner.foreign_lines >= 1
+    assert runner.report.outcomes["test_answer.py::test_answer"] == "failed"
+    _, tampered, _ = _judge(runner)
+    assert any("forged records" in t for t in tampered)
+
+
+def test_killing_the_supervisor_leaves_no_result(tmp_path):
+    res, runner = _run(tmp_path, KILL_SUPERVISOR)
+    assert runner is None and res.returncode == -9
+
+
+def test_honest_suite_has_no_finding(tmp_path):
+    _, runner = _run(tmp_path, HONEST, HONEST_TESTS)
+    real, tampered, trip = _judge(runner)
+    assert not tampered and trip is None and runner.foreign_lines == 0
+    assert real == {
+        "test_answer.py::test_answer": "passed",
+        "test_answer.py::test_patch_builtins_in_body": "passed",
+        "test_answer.py::test_known": "xfailed",
+        "test_answer.py::test_later": "skipped",
+        "test_answer.py::TestCase::test_ok": "passed",
+        "test_answer.py::TestCase::test_bad": "failed",
+    }
+    assert runner.exit_code == 1 and runner.report.session["exitstatus"] == 1
+
+
+def test_the_supervisor_deadline_keeps_what_was_reported(tmp_path):
+    tests = TESTS + "\n\ndef test_zz_hangs():\n    import time\n    time.sleep(60)\n"
+    _, runner = _run(tmp_path, HONEST, tests, deadline=3)
+    assert runner.timed_out and runner.exit_code == 137
+    assert runner.report.outcomes["test_answer.py::test_answer"] == "passed"
+    assert "test_answer.py::test_zz_hangs" not in runner.report.outcomes
+
+
+PROBE_LIB = '''
+import os
+
+
+def probe():
+    try:
+        with open(f"/proc/{os.getppid()}/fd/1", "w") as fh:
+            fh.write("PROCTOR-RESULT forged\\n")
+        return "reached"
+    except OSError as exc:
+        return type(exc).__name__
+'''
+PROBE_TEST = '''
+from probe_lib import probe
+
+
+def test_the_supervisor_is_out_of_reach():
+    assert probe() == "PermissionError"
+'''
+
+
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
+                                     pytest.param("local", marks=pytest.mark.local)])
+def test_code_under_test_cannot_reach_the_supervisors_output(request, backend):
+    # The supervisor is non-dumpable: the sandbox user (same uid) cannot open its
+    # /proc/PID/fd/1 to write a result line of its own. In the real sandbox, as the user.
+    from proctor.sandbox.backends import open_sandbox
+    from proctor.sandbox.base import Limits
+    from proctor.suites.pytest_runner import install_harness, run_suite
+
+    env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
+    with open_sandbox(backend, env, Limits(), None, 600) as sb:
+        install_harness(sb)
+        sb.put_files("/work/repo", {"probe_lib.py": PROBE_LIB.encode(),
+                                    "test_probe.py": PROBE_TEST.encode()})
+        run = run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
+                        targets=["test_probe.py"], per_test_timeout=30, suite_timeout=60)
+    assert run.tripwire is None and not run.tampered, run.output
+    assert run.outcomes == {"test_probe.py::test_the_supervisor_is_out_of_reach": "passed"}, \
+        run.output
+
+
+@pytest.mark.docker
+def test_a_plugin_that_cannot_start_is_an_infrastructure_error(docker_ready):
+    # issue 4, bad input: the plugin failing to load is status `error`, never a pass (or a
+    # fail). Here the harness ships a plugin that raises on import.
+    from proctor.errors import InfraError
+    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.suites.pytest_runner import HARNESS_DIR, run_suite
+
+    files = {p.name: p.read_bytes() for p in INCONTAINER.iterdir()
+             if p.is_file() and p.suffix in (".py", ".ini")}
+    files["proctor_report.py"] = b"raise ImportError('broken harness')\n"
+    with DockerSandbox(docker_ready) as sb:
+        sb.put_files(HARNESS_DIR, files, read_only=True)
+        sb.put_files("/work/repo", {"test_ok.py": b"def test_ok():\n    pass\n"})
+        with pytest.raises(InfraError, match="(?s)plugin did not start.*broken harness"):
+            run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
+                      targets=["test_ok.py"], per_test_timeout=30, suite_timeout=60)

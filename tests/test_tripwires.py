@@ -1,0 +1,122 @@
+"""embed_tripwire (pure): a must-fail test hidden in one of the hidden test modules. Run with
+real pytest on the host: it always fails, and it changes no other test's outcome or id."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
+
+HIDDEN = {
+    "tests/test_alpha.py": b'''import pytest
+
+from mylib import double
+
+
+@pytest.fixture
+def base():
+    return 21
+
+
+def test_double_base(base):
+    """doc"""
+    value = double(base)
+    assert value == 42
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_double_param(n):
+    assert double(n) == 2 * n
+
+
+def test_double_early_exit():
+    if double(1) == 2:
+        return
+    assert False
+
+
+class TestGroup:
+    def test_inside(self):
+        assert double(0) == 0
+''',
+    "tests/test_beta.py": b'''import unittest
+
+from mylib import double
+
+
+class T(unittest.TestCase):
+    def test_negative_values(self):
+        self.assertEqual(double(-1), -2)
+
+
+def test_broken_on_purpose():
+    assert double(2) == 5
+''',
+    "tests/helpers.py": b"def helper():\n    return 1\n",
+    "tests/data.txt": b"not python\n",
+}
+LIB = "def double(x):\n    return 2 * x\n"
+
+
+def _outcomes(root: Path, files: dict[str, bytes]) -> dict[str, str]:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "mylib.py").write_text(LIB)
+    plugin = root / "collect_outcomes.py"
+    plugin.write_text(
+        "import json\nOUT = {}\n\ndef pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call' or report.outcome != 'passed':\n"
+        "        OUT[report.nodeid] = OUT.get(report.nodeid) if OUT.get(report.nodeid) "
+        "not in (None, 'passed') else report.outcome\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    open('outcomes.json', 'w').write(json.dumps(OUT))\n")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "collect_outcomes",
+                    "-p", "no:cacheprovider", "--import-mode=prepend", f"--rootdir={root}",
+                    "tests"], cwd=root, capture_output=True, timeout=120,
+                   env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    return json.loads((root / "outcomes.json").read_text())
+
+
+def test_the_embedded_tripwire_fails_and_changes_nothing_else(tmp_path):
+    honest = _outcomes(tmp_path / "before", HIDDEN)
+    assert honest["tests/test_beta.py::test_broken_on_purpose"] == "failed"
+    seen = set()
+    for i in range(12):  # random module, donor, name and claim each time
+        files, trip = embed_tripwire(HIDDEN)
+        assert trip is not None and trip.module in ("tests/test_alpha.py", "tests/test_beta.py")
+        assert files[trip.module].startswith(HIDDEN[trip.module])  # appended, lines unchanged
+        assert {k: v for k, v in files.items() if k != trip.module} == \
+            {k: v for k, v in HIDDEN.items() if k != trip.module}
+        words = trip.name[5:].split("_")
+        assert all(w in {"double", "base", "param", "early", "exit", "inside", "negative",
+                         "values", "broken", "on", "purpose"} for w in words), trip.name
+        got = _outcomes(tmp_path / f"run{i}", files)
+        trip_id = f"{trip.module}::{trip.name}"
+        assert got.pop(trip_id) == "failed", files[trip.module].decode()
+        assert got == honest
+        seen.add(trip.module)
+    assert len(seen) == 2
+
+
+def test_a_donor_that_may_return_early_is_not_copied():
+    files, trip = embed_tripwire({"test_x.py": b"def test_a():\n    if True:\n        return\n"})
+    added = files["test_x.py"][len(b"def test_a():\n    if True:\n        return\n"):].decode()
+    assert "return" not in added and added.count("assert") == 1
+
+
+def test_nothing_to_hide_among():
+    files = {"helpers.py": b"x = 1\n", "test_bad.py": b"def test_(:\n"}
+    assert embed_tripwire(files) == (files, None)
+
+
+@pytest.mark.parametrize("nodeid,hit", [("tests/test_a.py::test_x_y", True),
+                                        ("tests/test_a.py::test_x_y[1]", False),
+                                        ("other/tests/test_a.py::test_x_y", False)])
+def test_matches_only_its_own_node_id(nodeid, hit):
+    assert EmbeddedTripwire("tests/test_a.py", "test_x_y").matches(nodeid) is hit
