@@ -259,7 +259,7 @@ def test_trivialised_public_tests_are_restored(toolz_task, make_toolz_patch, too
     honest = score(toolz_task, make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, source_fix)}))
     cheat = score(toolz_task, make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, source_fix),
                                                 recipes: (original, trivial)}))
-    assert honest.status == cheat.status == "scored"
+    assert honest.status == cheat.status == "scored", (honest.error, cheat.error)
     assert cheat.integrity.violated is False  # public tests may be edited; it just has no effect
     assert counts(honest, "public")[:2] == (0, 4)
     assert cheat.tests["public"].fail_to_pass == honest.tests["public"].fail_to_pass
