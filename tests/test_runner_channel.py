@@ -7,6 +7,7 @@ Each case is a tiny repo: ``lib_under_test.py`` (the "patch") and ``test_answer.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -179,11 +180,18 @@ class TestCase(unittest.TestCase):
 TRIP = Tripwire("", "test_tw.py", "test_must_fail", "test_must_pass")
 
 
-def _run(tmp_path: Path, lib: str, tests: str = TESTS, deadline: float | None = None):
+def _run(tmp_path: Path, lib: str, tests: str = TESTS, deadline: float | None = None,
+         changed: list[str] | None = None, extra: dict[str, str] | None = None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "lib_under_test.py").write_text(lib)
     (tmp_path / "test_answer.py").write_text(tests)
     (tmp_path / TRIP.module).write_text(TRIP.source().decode())
+    for name, text in (extra or {}).items():
+        (tmp_path / name).write_text(text)
     own = ["--deadline", str(deadline)] if deadline else []
+    if changed is not None:
+        (tmp_path.parent / "changed.json").write_text(json.dumps(changed))
+        own += ["--changed-from", str(tmp_path.parent / "changed.json")]
     argv = [sys.executable, "-I", "-B", str(INCONTAINER / "run_pytest.py"), str(tmp_path),
             *own, "--", "-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}",
             "test_answer.py", TRIP.module]
@@ -209,6 +217,32 @@ def test_rewiring_pytest_is_named_and_voids_the_report(tmp_path, lib, faked, exp
     assert trip is None  # the tripwire was spared: only the plugin's checks see it
     assert any(expect in t for t in tampered), tampered
     assert real[f"test_answer.py::{faked}"] == "passed"  # the lie the checks caught
+
+
+PROJECT_PLUGIN = '''
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    report.user_properties.append(("seen", True))
+    return report
+'''
+
+
+def test_a_pristine_project_plugin_is_not_foreign_code_the_patch_touched_is(tmp_path):
+    # A project that is itself a pytest plugin registers its hooks from its own (untouched)
+    # files: not foreign. The same hook in a file the patch touched is.
+    tests = "pytest_plugins = ['project_plugin']\n" + TESTS
+    extra = {"project_plugin.py": PROJECT_PLUGIN}
+    _, runner = _run(tmp_path / "a", HONEST, tests, changed=["lib_under_test.py"], extra=extra)
+    real, tampered, trip = _judge(runner)
+    assert not tampered and trip is None and real["test_answer.py::test_answer"] == "passed"
+    _, runner = _run(tmp_path / "b", HONEST, tests, changed=["project_plugin.py"], extra=extra)
+    _, tampered, _ = _judge(runner)
+    assert any("code of the repository implements pytest_runtest_makereport" in t
+               for t in tampered), tampered
 
 
 def test_a_rewritten_report_disagrees_with_the_raw_call_verdict(tmp_path):

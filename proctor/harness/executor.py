@@ -241,7 +241,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             else:
                 m.notes["static_analysis"] = "no .py file changed"
         with timer("public_tests"):
-            public = run_public(sb, task, deadline.budget(timeouts.per_suite))
+            public = run_public(sb, task, deadline.budget(timeouts.per_suite), list(summary.files))
 
         # The hidden suite runs in a second fresh sandbox with the same patch applied, so
         # nothing the code started or wrote during the public run (a daemon, a file
@@ -253,7 +253,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             raise InfraError(f"the patch applied with {applied.strategy} in the first "
                              f"sandbox but {again.strategy} in the second: {again.output[-500:]}")
         with timer("hidden_tests"):
-            hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
+            hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite), list(summary.files))
         with timer("mutation_score"):
             kill_user_processes(sb)
             mut = run_mutation(sb, task, data, applied.strategy, summary,

@@ -7,6 +7,7 @@ both measure tests exactly the same way.
 from __future__ import annotations
 
 from proctor.errors import TaskConfigError
+from proctor.harness.integrity import parse_patch
 from proctor.harness.task import Task
 from proctor.harness.workspace import (
     REPO,
@@ -39,14 +40,18 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
     return sb
 
 
-def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
-    """Restore the pristine public tests, then run them (rootdir = the repo)."""
+def run_public(sb: Sandbox, task: Task, timeout: float,
+               changed: list[str] | None = None) -> SuiteRun:
+    """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
+    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`)."""
     restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
-                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
+                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
+                     changed=changed)
 
 
-def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
+def run_hidden(sb: Sandbox, task: Task, timeout: float,
+               changed: list[str] | None = None) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
     in now (read-only, to an unpredictable dir, a must-fail tripwire hidden among them) and
     run them there."""
@@ -62,7 +67,7 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
     root = place_hidden_tests(sb, task, hide_tripwire)
     return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     embedded=embedded[0])
+                     embedded=embedded[0], changed=changed)
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
@@ -82,8 +87,12 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
                     raise TaskConfigError(
                         f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
             for _ in range(runs):
-                out["public"].append(run_public(sb, task, task.config.timeouts.per_suite).outcomes)
-                out["hidden"].append(run_hidden(sb, task, task.config.timeouts.per_suite).outcomes)
+                touched = [] if patch is None else list(parse_patch(
+                    patch.decode("utf-8", "replace")).files)
+                out["public"].append(run_public(sb, task, task.config.timeouts.per_suite,
+                                                touched).outcomes)
+                out["hidden"].append(run_hidden(sb, task, task.config.timeouts.per_suite,
+                                                touched).outcomes)
         return out
 
     return run_suites

@@ -84,10 +84,12 @@ def put_path_list(sb: Sandbox, paths: list[str]) -> str:
 
 
 def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: float,
-                deadline: float | None = None) -> list[str]:
+                deadline: float | None = None, changed_from: str | None = None) -> list[str]:
     """The exact command run in the sandbox (argv list). ``deadline``: seconds after which
-    the supervisor kills pytest and reports what it has (None: no own deadline)."""
+    the supervisor kills pytest and reports what it has (None: no own deadline);
+    ``changed_from``: a JSON file listing the paths the patch touched."""
     own = ["--deadline", f"{deadline:g}"] if deadline is not None else []
+    own += ["--changed-from", changed_from] if changed_from else []
     return [
         PYTHON, "-I", "-B", f"{HARNESS_DIR}/run_pytest.py", repo, *own, "--",
         "-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={rootdir}",
@@ -264,21 +266,28 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
 
 def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list[str],
               per_test_timeout: float, suite_timeout: float,
-              embedded: EmbeddedTripwire | None = None) -> SuiteRun:
+              embedded: EmbeddedTripwire | None = None,
+              changed: list[str] | None = None) -> SuiteRun:
     """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module
     (and ``embedded``, a tripwire already placed among the targets), and judge what the
-    supervisor streamed back. Two execs: the tripwire's file, the run.
+    supervisor streamed back. ``changed``: repo-relative paths the patch touched (code there
+    may not implement a verdict hook; None: nowhere in the repo but a conftest.py). Two
+    execs: the tripwire's directory (with the list), the run.
 
     Raises:
         InfraError: the sandbox failed, or the runner or its plugin could not start.
     """
     trip = Tripwire.new()
-    sb.put_files(trip.dir, {trip.module: trip.source()}, read_only=True)
+    files = {trip.module: trip.source()}
+    if changed is not None:
+        files["changed.json"] = json.dumps(sorted(changed)).encode()
+    sb.put_files(trip.dir, files, read_only=True)
     # At a random place among the targets: "spare the last module" must not find it.
     ordered = list(targets)
     ordered.insert(secrets.randbelow(len(ordered) + 1), f"{trip.dir}/{trip.module}")
     deadline = max(1.0, suite_timeout - DEADLINE_MARGIN_S)
-    argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline)
+    argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline,
+                       f"{trip.dir}/changed.json" if changed is not None else None)
     res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
     runner = read_runner_output(res.output)
     if runner is None:  # the supervisor never reported: killed from inside, or timed out

@@ -84,9 +84,11 @@ def _all_modules():
                   or n in ("pytest", "pluggy", "pytest_timeout", "builtins", __name__))
 
 
-def make_plugin(fd, nonce, repo):
-    """The plugin object for ``pytest.main(plugins=[...])``, writing to ``fd``; ``repo`` is
-    the directory of the code under test (a hook implemented there is foreign)."""
+def make_plugin(fd, nonce, repo, changed=None):
+    """The plugin object for ``pytest.main(plugins=[...])``, writing to ``fd``. ``repo``:
+    the directory of the code under test; ``changed``: the repo-relative paths the patch
+    touched (a verdict hook implemented there is foreign), or None for "anywhere in the
+    repo but a conftest.py"."""
     write, dumps, tag = os.write, json.dumps, nonce.encode() + b" "
 
     def send(obj):
@@ -94,7 +96,9 @@ def make_plugin(fd, nonce, repo):
         while data:
             data = data[write(fd, data):]
 
-    plugin = _ReportPlugin(send, os.path.realpath(repo) + os.sep)
+    root = os.path.realpath(repo) + os.sep
+    suspects = None if changed is None else {os.path.realpath(root + p) for p in changed}
+    plugin = _ReportPlugin(send, root, suspects)
     send({"k": "started"})
     return plugin
 
@@ -104,10 +108,12 @@ def _is_timeout(report):
     return "Timeout (" in text or "Failed: Timeout" in text
 
 
-def _is_foreign(function, plugin, repo):
-    """A hook implementation whose code lives in the repository under test and not in a
-    conftest.py (a patch may not add or edit one anywhere: the integrity phase refuses it).
-    Pytest's plugins, pytest-timeout, this plugin and the image's packages are not."""
+def _is_foreign(function, plugin, repo, suspects):
+    """A hook implementation whose code lives in a file the patch touched (``suspects``,
+    absolute paths), or, when they are not known (None), anywhere in the repository but a
+    conftest.py (a patch may not add or edit one: the integrity phase refuses it). Pytest's
+    plugins, pytest-timeout, this plugin, the image's packages and a project's own pristine
+    pytest plugin are not."""
     code = getattr(function, "__code__", None)
     path = code.co_filename if code is not None else getattr(
         sys.modules.get(getattr(plugin, "__module__", None) or getattr(plugin, "__name__", "")),
@@ -115,12 +121,14 @@ def _is_foreign(function, plugin, repo):
     if not path:
         return False
     path = os.path.realpath(path)
+    if suspects is not None:
+        return path in suspects
     return path.startswith(repo) and os.path.basename(path) != "conftest.py"
 
 
 class _ReportPlugin:
-    def __init__(self, send, repo):
-        self._send, self._repo = send, repo
+    def __init__(self, send, repo, suspects):
+        self._send, self._repo, self._suspects = send, repo, suspects
         self._tests = {}
         self._items = {}
         self._hooks = None
@@ -177,7 +185,7 @@ class _ReportPlugin:
         self._hooks = self._impls()
         for name, impls in self._hooks.items():
             for plugin, function in impls:
-                if _is_foreign(function, plugin, self._repo):
+                if _is_foreign(function, plugin, self._repo, self._suspects):
                     self._tamper(f"code of the repository implements {name}: "
                                  f"{getattr(function, '__qualname__', function)!r:.80}")
 

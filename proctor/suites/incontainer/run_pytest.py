@@ -1,5 +1,6 @@
 """Harness-owned pytest entry point, run inside the sandbox as
-``python -I -B run_pytest.py REPO [--deadline S] -- PYTEST_ARGS``.
+``python -I -B run_pytest.py REPO [--deadline S] [--changed-from FILE] -- PYTEST_ARGS``
+(``FILE``: a JSON list of the repo-relative paths the patch touched).
 
 Two processes (DESIGN section 5, "streamed to the harness"):
 
@@ -68,15 +69,16 @@ def _set_dumpable(flag):
 
 
 def _parse_argv(argv):
-    repo, rest, deadline = argv[1], argv[2:], None
-    if rest[:1] == ["--deadline"]:
-        deadline, rest = float(rest[1]), rest[2:]
+    repo, rest, own = argv[1], argv[2:], {}
+    while rest[:1] in (["--deadline"], ["--changed-from"]):
+        own[rest[0]], rest = rest[1], rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
-    return repo, deadline, rest
+    deadline = float(own["--deadline"]) if "--deadline" in own else None
+    return repo, deadline, own.get("--changed-from"), rest
 
 
-def _child(repo, args, rec_fd, nonce):
+def _child(repo, args, rec_fd, nonce, changed_from):
     """Runs in the forked child: never returns."""
     try:
         _set_dumpable(True)  # only the supervisor needs hiding
@@ -98,9 +100,15 @@ def _child(repo, args, rec_fd, nonce):
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
             os.environ.pop(var, None)
+        changed = None
+        if changed_from:
+            import json
+
+            with open(changed_from, encoding="utf-8") as fh:
+                changed = [str(p) for p in json.load(fh)]
         import proctor_report
 
-        plugin = proctor_report.make_plugin(fd, nonce, repo)
+        plugin = proctor_report.make_plugin(fd, nonce, repo, changed)
     except BaseException as exc:  # harness fault: no repo code has run yet
         os.write(2, f"\n{HARNESS_ERROR}the runner failed to start: {exc!r}\n".encode())
         os._exit(3)
@@ -173,7 +181,7 @@ def main():
     import secrets
     import zlib
 
-    repo, deadline, args = _parse_argv(sys.argv)
+    repo, deadline, changed_from, args = _parse_argv(sys.argv)
     try:
         _set_dumpable(False)
     except Exception as exc:
@@ -191,7 +199,7 @@ def main():
         os.dup2(out_w, 2)
         os.close(out_w)
         os.setpgid(0, 0)
-        _child(repo, args, rec_w, nonce)
+        _child(repo, args, rec_w, nonce, changed_from)
         os._exit(3)  # not reached
     os.close(rec_w)
     os.close(out_w)
