@@ -16,6 +16,8 @@ import pytest
 
 from proctor.suites.pytest_runner import (
     INCONTAINER,
+    RESULT_FILE_PREFIX,
+    ResultAltered,
     Tripwire,
     judge_report,
     read_runner_output,
@@ -192,11 +194,16 @@ def _run(tmp_path: Path, lib: str, tests: str = TESTS, deadline: float | None = 
     if changed is not None:
         (tmp_path.parent / "changed.json").write_text(json.dumps(changed))
         own += ["--changed-from", str(tmp_path.parent / "changed.json")]
+    own += ["--out-dir", str(tmp_path)]
     argv = [sys.executable, "-I", "-B", str(INCONTAINER / "run_pytest.py"), str(tmp_path),
             *own, "--", "-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}",
             "test_answer.py", TRIP.module]
-    res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    return res, read_runner_output(res.stdout + res.stderr)
+    res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    return res, read_runner_output(res.stdout + res.stderr, _read)
+
+
+def _read(path: str) -> bytes | None:
+    return Path(path).read_bytes() if Path(path).is_file() else None
 
 
 def _judge(runner):
@@ -280,6 +287,26 @@ def test_honest_suite_has_no_finding(tmp_path):
     assert runner.exit_code == 1 and runner.report.session["exitstatus"] == 1
 
 
+def test_a_result_too_big_to_print_travels_in_a_file_checked_by_its_hash(tmp_path):
+    # 6000 tests with long ids (hex digests: they do not compress): the records do not fit
+    # the exec's 256 KiB output cap
+    tests = TESTS.replace("def test_other", "def _unused") + (
+        "\n\nimport hashlib\nimport pytest\n\n\n@pytest.mark.parametrize('n', range(6000), "
+        "ids=lambda n: hashlib.sha256(str(n).encode()).hexdigest())\n"
+        "def test_many_cases_with_a_rather_long_name_to_fill_the_output_cap(n):\n"
+        "    assert n >= 0\n")
+    res, runner = _run(tmp_path, HONEST, tests)
+    line = res.stdout.strip().splitlines()[-1]
+    assert line.startswith(RESULT_FILE_PREFIX) and len(res.stdout) < 1000
+    assert len(runner.report.outcomes) == 6000 + 1 + 2  # + test_answer + the tripwires
+    _, tampered, trip = _judge(runner)
+    assert not tampered and trip is None
+    path = line[len(RESULT_FILE_PREFIX):].split(" ")[0]
+    Path(path).write_bytes(Path(path).read_bytes()[:-4] + b"AAAA")  # rewritten afterwards
+    with pytest.raises(ResultAltered):
+        read_runner_output(res.stdout, _read)
+
+
 def test_the_supervisor_deadline_keeps_what_was_reported(tmp_path):
     tests = TESTS + "\n\ndef test_zz_hangs():\n    import time\n    time.sleep(60)\n"
     _, runner = _run(tmp_path, HONEST, tests, deadline=3)
@@ -347,3 +374,21 @@ def test_a_plugin_that_cannot_start_is_an_infrastructure_error(docker_ready):
         with pytest.raises(InfraError, match="(?s)plugin did not start.*broken harness"):
             run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
                       targets=["test_ok.py"], per_test_timeout=30, suite_timeout=60)
+
+
+@pytest.mark.docker
+def test_a_big_suite_is_read_in_full_from_a_real_sandbox(docker_ready):
+    # 6000 incompressible test ids: the supervisor's result goes through /proctor/out
+    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.suites.pytest_runner import install_harness, run_suite
+
+    tests = ("import hashlib\nimport pytest\n\n\n@pytest.mark.parametrize('n', range(6000), "
+             "ids=lambda n: hashlib.sha256(str(n).encode()).hexdigest())\n"
+             "def test_many(n):\n    assert n >= 0\n")
+    with DockerSandbox(docker_ready) as sb:
+        install_harness(sb)
+        sb.put_files("/work/repo", {"test_big.py": tests.encode()})
+        run = run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
+                        targets=["test_big.py"], per_test_timeout=30, suite_timeout=120)
+    assert not run.tampered and run.tripwire is None
+    assert len(run.outcomes) == 6000 and set(run.outcomes.values()) == {"passed"}

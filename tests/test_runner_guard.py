@@ -64,3 +64,4 @@ def test_sentinel_matches_the_runner():
     assert f"SUBVERTED_EXIT = {pytest_runner.SUBVERTED_EXIT}" in text
     assert f'RESULT_PREFIX = "{pytest_runner.RESULT_PREFIX}"' in text
     assert f'HARNESS_ERROR = "{pytest_runner.HARNESS_ERROR}"' in text
+    assert f'RESULT_FILE_PREFIX = "{pytest_runner.RESULT_FILE_PREFIX}"' in text

@@ -11,6 +11,7 @@ harness; pytest's stdout is never parsed for verdicts.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 import zlib
@@ -33,6 +34,7 @@ SUBVERTED_EXIT = 86
 #: The supervisor's result line and its own failure line (run_pytest.py).
 RESULT_PREFIX = "PROCTOR-RESULT "
 HARNESS_ERROR = "PROCTOR-HARNESS-ERROR "
+RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "
 #: The supervisor stops pytest this long (s) before the outer timeout, to report in time.
 DEADLINE_MARGIN_S = 5.0
 
@@ -90,6 +92,7 @@ def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: f
     ``changed_from``: a JSON file listing the paths the patch touched."""
     own = ["--deadline", f"{deadline:g}"] if deadline is not None else []
     own += ["--changed-from", changed_from] if changed_from else []
+    own += ["--out-dir", OUT_DIR]
     return [
         PYTHON, "-I", "-B", f"{HARNESS_DIR}/run_pytest.py", repo, *own, "--",
         "-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={rootdir}",
@@ -158,25 +161,45 @@ class RunnerResult:
     output: str
 
 
-def read_runner_output(output: str) -> RunnerResult | None:
-    """Decode the supervisor's one result line from the exec's output; None when there is
-    none (the supervisor was killed: by the code under test, or by the outer timeout).
+def read_runner_output(output: str, fetch=None) -> RunnerResult | None:
+    """Decode the supervisor's result from the exec's output; None when there is none (the
+    supervisor was killed: by the code under test, or by the outer timeout).
+
+    A result too big to print comes as ``PROCTOR-RESULT-FILE <path> <sha256>``: ``fetch``
+    (path -> bytes or None) reads the file, which must still hash to what the supervisor
+    printed (something left running by the code under test may have rewritten it).
 
     Raises:
-        InfraError: the supervisor itself failed (it says so on a line of its own).
+        InfraError: the supervisor itself failed (it says so on a line of its own), or its
+            result cannot be decoded.
+        ResultAltered: the result file is gone or does not match its printed hash.
     """
     for line in reversed(output.splitlines()):
         if line.startswith(HARNESS_ERROR):
             raise InfraError(f"pytest runner: {line[len(HARNESS_ERROR):][:500]}")
+        if line.startswith(RESULT_FILE_PREFIX):
+            path, _, digest = line[len(RESULT_FILE_PREFIX):].partition(" ")
+            blob = fetch(path) if fetch is not None else None
+            if blob is None or hashlib.sha256(blob).hexdigest() != digest.strip():
+                raise ResultAltered(f"the runner's result file {path} is missing or altered")
+            return _decode_result(blob)
         if line.startswith(RESULT_PREFIX):
-            try:
-                data = json.loads(zlib.decompress(base64.b64decode(line[len(RESULT_PREFIX):])))
-            except (ValueError, zlib.error) as exc:
-                raise InfraError(f"pytest runner: unreadable result line: {exc}") from exc
-            return RunnerResult(parse_records(data["records"]), int(data["exit"]),
-                                bool(data["timed_out"]), int(data["foreign_lines"]),
-                                str(data["output"]))
+            return _decode_result(line[len(RESULT_PREFIX):].encode())
     return None
+
+
+class ResultAltered(Exception):
+    """The supervisor's result file changed after it was written (tampering)."""
+
+
+def _decode_result(blob: bytes) -> RunnerResult:
+    try:
+        data = json.loads(zlib.decompress(base64.b64decode(blob)))
+    except (ValueError, zlib.error) as exc:
+        raise InfraError(f"pytest runner: unreadable result: {exc}") from exc
+    return RunnerResult(parse_records(data["records"]), int(data["exit"]),
+                        bool(data["timed_out"]), int(data["foreign_lines"]),
+                        str(data["output"]))
 
 
 FAILING = ("failed", "error", "timeout", "xpassed")
@@ -289,7 +312,12 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline,
                        f"{trip.dir}/changed.json" if changed is not None else None)
     res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
-    runner = read_runner_output(res.output)
+    try:
+        runner = read_runner_output(res.output, sb.get_file)
+    except ResultAltered as exc:
+        return SuiteRun(suite=suite, outcomes={}, command=res.command, exit_code=res.exit_code,
+                        duration_s=res.duration_s, output=res.output[-8000:],
+                        timed_out=res.timed_out, tampered=[str(exc)])
     if runner is None:  # the supervisor never reported: killed from inside, or timed out
         tampered = [] if res.timed_out else [
             f"the runner's supervisor was killed before it reported (exit {res.exit_code})"]

@@ -1,6 +1,7 @@
 """Harness-owned pytest entry point, run inside the sandbox as
-``python -I -B run_pytest.py REPO [--deadline S] [--changed-from FILE] -- PYTEST_ARGS``
-(``FILE``: a JSON list of the repo-relative paths the patch touched).
+``python -I -B run_pytest.py REPO [--deadline S] [--changed-from FILE] [--out-dir DIR] --
+PYTEST_ARGS`` (``FILE``: a JSON list of the repo-relative paths the patch touched; ``DIR``:
+where a result too big to print goes).
 
 Two processes (DESIGN section 5, "streamed to the harness"):
 
@@ -10,7 +11,9 @@ Two processes (DESIGN section 5, "streamed to the harness"):
   It alone writes to the exec's stdout: one line ``PROCTOR-RESULT <base64(zlib(JSON))>``
   with every record the plugin streamed, the child's exit status, whether the deadline
   (``--deadline``, seconds) killed it, how many lines on the channel did not carry the run's
-  nonce, and the tail of the child's output. Exit status: the child's, or 128 + signal.
+  nonce, and the tail of the child's output (or, past ``INLINE_RESULT_MAX``, the line
+  ``PROCTOR-RESULT-FILE <path> <sha256>`` naming a file with the same content). Exit
+  status: the child's, or 128 + signal.
 * The **child** runs pytest with the plugin object given to ``pytest.main(plugins=...)``
   (never by name: ``-p no:...`` cannot unload it). The channel's write end sits at a random
   fd number that is in neither the environment nor argv, and every record carries a nonce
@@ -32,6 +35,8 @@ import sys
 SUBVERTED_EXIT = 86  # proctor.suites.pytest_runner.SUBVERTED_EXIT
 RESULT_PREFIX = "PROCTOR-RESULT "  # proctor.suites.pytest_runner.RESULT_PREFIX
 HARNESS_ERROR = "PROCTOR-HARNESS-ERROR "  # proctor.suites.pytest_runner.HARNESS_ERROR
+RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "  # proctor.suites.pytest_runner.RESULT_FILE_PREFIX
+INLINE_RESULT_MAX = 128 * 1024  # bytes of base64 printed inline (the exec output cap: 256 KiB)
 OUTPUT_TAIL = 16 * 1024  # bytes of the child's output kept
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
@@ -70,12 +75,12 @@ def _set_dumpable(flag):
 
 def _parse_argv(argv):
     repo, rest, own = argv[1], argv[2:], {}
-    while rest[:1] in (["--deadline"], ["--changed-from"]):
+    while rest[:1] in (["--deadline"], ["--changed-from"], ["--out-dir"]):
         own[rest[0]], rest = rest[1], rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
     deadline = float(own["--deadline"]) if "--deadline" in own else None
-    return repo, deadline, own.get("--changed-from"), rest
+    return repo, deadline, own.get("--changed-from"), own.get("--out-dir", "/tmp"), rest
 
 
 def _child(repo, args, rec_fd, nonce, changed_from):
@@ -117,6 +122,31 @@ def _child(repo, args, rec_fd, nonce, changed_from):
     sys.exit(int(pytest.main(args, plugins=[plugin])))
 
 
+class _Streams:
+    """What the supervisor reads: nonce-tagged records, forged lines, the output's tail."""
+
+    def __init__(self, nonce):
+        self.tag = nonce.encode() + b" "
+        self.buf, self.out = b"", bytearray()
+        self.out_total, self.records, self.foreign = 0, [], 0
+
+    def take(self, which, chunk):
+        if which == "out":
+            self.out_total += len(chunk)
+            self.out += chunk
+            del self.out[:-OUTPUT_TAIL]
+            return
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            if line.startswith(self.tag):
+                self.records.append(line[len(self.tag):].decode("utf-8", "replace"))
+            elif line:
+                self.foreign += 1
+        if len(self.buf) > 1 << 20:  # an endless line: not ours
+            self.buf, self.foreign = b"", self.foreign + 1
+
+
 def _supervise(pid, rec_r, out_r, nonce, deadline):
     import selectors
     import signal
@@ -126,10 +156,8 @@ def _supervise(pid, rec_r, out_r, nonce, deadline):
     sel = selectors.DefaultSelector()
     sel.register(rec_r, selectors.EVENT_READ, "rec")
     sel.register(out_r, selectors.EVENT_READ, "out")
-    buf, out = b"", bytearray()
-    out_total, records, foreign = 0, [], 0
+    streams = _Streams(nonce)
     status, timed_out, drain_until = None, False, None
-    tag = nonce.encode() + b" "
     while sel.get_map():
         now = time.monotonic()
         if status is None:
@@ -144,44 +172,61 @@ def _supervise(pid, rec_r, out_r, nonce, deadline):
                     except OSError:
                         pass
         if drain_until is not None and now > drain_until:
-            break  # something the child left behind holds a pipe open
+            # Something the child left behind holds a pipe open: take what is buffered
+            # (the child's last records are there even if we were slow), then stop.
+            for key in list(sel.get_map().values()):
+                os.set_blocking(key.fd, False)
+                for _ in range(64):
+                    try:
+                        chunk = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        break
+                    streams.take(key.data, chunk)
+            break
         for key, _ in sel.select(timeout=0.05):
             chunk = os.read(key.fd, 65536)
-            if not chunk:
+            if chunk:
+                streams.take(key.data, chunk)
+            else:
                 sel.unregister(key.fd)
-                continue
-            if key.data == "out":
-                out_total += len(chunk)
-                out += chunk
-                del out[:-OUTPUT_TAIL]
-                continue
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if line.startswith(tag):
-                    records.append(line[len(tag):].decode("utf-8", "replace"))
-                elif line:
-                    foreign += 1
-            if len(buf) > 1 << 20:  # an endless line: not ours
-                buf, foreign = b"", foreign + 1
-    if buf:
-        foreign += 1
+    if streams.buf:
+        streams.foreign += 1
     if status is None:
         status = os.waitpid(pid, 0)[1]
     code = os.waitstatus_to_exitcode(status)
-    return {"records": records, "exit": code if code >= 0 else 128 - code,
+    return {"records": streams.records, "exit": code if code >= 0 else 128 - code,
             "signal": -code if code < 0 else None, "timed_out": timed_out,
-            "foreign_lines": foreign, "output": out.decode("utf-8", "replace"),
-            "output_bytes": out_total}
+            "foreign_lines": streams.foreign, "output": streams.out.decode("utf-8", "replace"),
+            "output_bytes": streams.out_total}
 
 
-def main():
+def _emit(result, out_dir):
+    """Print the result line; a result too big for the exec's output cap goes to a file in
+    ``out_dir`` whose name and sha256 are printed instead (a later change to it shows)."""
     import base64
+    import hashlib
     import json
     import secrets
     import zlib
 
-    repo, deadline, changed_from, args = _parse_argv(sys.argv)
+    blob = base64.b64encode(zlib.compress(json.dumps(result).encode(), 6))
+    if len(blob) <= INLINE_RESULT_MAX:
+        line = RESULT_PREFIX + blob.decode()
+    else:
+        path = os.path.join(out_dir, f"result-{secrets.token_hex(12)}.b64")
+        with open(path, "wb") as fh:
+            fh.write(blob)
+        line = f"{RESULT_FILE_PREFIX}{path} {hashlib.sha256(blob).hexdigest()}"
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    import secrets
+
+    repo, deadline, changed_from, out_dir, args = _parse_argv(sys.argv)
     try:
         _set_dumpable(False)
     except Exception as exc:
@@ -204,9 +249,7 @@ def main():
     os.close(rec_w)
     os.close(out_w)
     result = _supervise(pid, rec_r, out_r, nonce, deadline)
-    blob = base64.b64encode(zlib.compress(json.dumps(result).encode(), 6)).decode()
-    sys.stdout.write(RESULT_PREFIX + blob + "\n")
-    sys.stdout.flush()
+    _emit(result, out_dir)
     os._exit(result["exit"])
 
 
