@@ -320,27 +320,39 @@ import os
 
 
 def probe():
-    try:
-        with open(f"/proc/{os.getppid()}/fd/1", "w") as fh:
-            fh.write("PROCTOR-RESULT forged\\n")
-        return "reached"
-    except OSError as exc:
-        return type(exc).__name__
+    """Every process whose stdout this code can open for writing (red team: a `timeout`
+    wrapper holding the exec's output let a forged result line in after the real one)."""
+    reached = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/fd/1", "w") as fh:
+                    fh.write("PROCTOR-RESULT forged\\n")
+                reached.append(pid)
+            except OSError:
+                pass
+    return reached
 '''
 PROBE_TEST = '''
+import os
+
 from probe_lib import probe
 
 
 def test_the_supervisor_is_out_of_reach():
-    assert probe() == "PermissionError"
+    reached = probe()  # (Docker's PID 1, our init, writes to the container log: harmless)
+    assert str(os.getppid()) not in reached and len(reached) <= 1
+    with open(f"/proc/{os.getppid()}/fd/1", "w"):
+        pass
 '''
 
 
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
                                      pytest.param("local", marks=pytest.mark.local)])
 def test_code_under_test_cannot_reach_the_supervisors_output(request, backend):
-    # The supervisor is non-dumpable: the sandbox user (same uid) cannot open its
-    # /proc/PID/fd/1 to write a result line of its own. In the real sandbox, as the user.
+    # The supervisor is non-dumpable and runs with no `timeout` wrapper: no process whose
+    # /proc/PID/fd/1 the sandbox user can open holds the exec's output, so a forged result
+    # line cannot join the real one (red team: `timeout` held it). In the real sandbox.
     from proctor.sandbox.backends import open_sandbox
     from proctor.sandbox.base import Limits
     from proctor.suites.pytest_runner import install_harness, run_suite
@@ -353,8 +365,10 @@ def test_code_under_test_cannot_reach_the_supervisors_output(request, backend):
         run = run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
                         targets=["test_probe.py"], per_test_timeout=30, suite_timeout=60)
     assert run.tripwire is None and not run.tampered, run.output
-    assert run.outcomes == {"test_probe.py::test_the_supervisor_is_out_of_reach": "passed"}, \
+    # the last open() raised PermissionError: the test failed, honestly reported
+    assert run.outcomes == {"test_probe.py::test_the_supervisor_is_out_of_reach": "failed"}, \
         run.output
+    assert "PermissionError" in run.output and "assert [" not in run.output
 
 
 @pytest.mark.docker

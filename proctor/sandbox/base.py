@@ -84,9 +84,16 @@ class Sandbox(ABC):
 
     @abstractmethod
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
-            cwd: str | None = None, user: str | None = None) -> ExecResult:
+            cwd: str | None = None, user: str | None = None,
+            own_deadline: bool = False) -> ExecResult:
         """Run ``argv`` under an in-sandbox ``timeout -k`` of ``timeout`` seconds plus a host
         watchdog. Never raises for the command's own failure (that is an ExecResult).
+
+        ``own_deadline``: the command keeps its own deadline and runs with no wrapper, so no
+        process of the sandbox user but the command holds its output (a ``timeout`` process
+        would be one: dumpable, its ``/proc/PID/fd/1`` open to code of the same user). At
+        ``timeout`` seconds every process of the sandbox user is killed from outside (the
+        result is then ``timed_out``, exit 137); the watchdog stays behind that.
 
         Raises:
             InfraError: the sandbox itself failed (container died, engine gone).

@@ -342,10 +342,12 @@ class LocalSandbox(Sandbox):
         self._procs.add(proc)
         return proc
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None,
+            own_deadline=False) -> ExecResult:
         start = time.monotonic()
-        proc = self._popen(list(argv), user=user, cwd=cwd, timeout=timeout, env=env)
-        killed = threading.Event()
+        proc = self._popen(list(argv), user=user, cwd=cwd,
+                           timeout=None if own_deadline else timeout, env=env)
+        killed, expired = threading.Event(), threading.Event()
 
         def watchdog() -> None:
             killed.set()
@@ -354,8 +356,18 @@ class LocalSandbox(Sandbox):
             except OSError:
                 pass
 
+        def deadline() -> None:  # own_deadline: bwrap's process group (its pid namespace)
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
         timer = threading.Timer(timeout + KILL_AFTER_S + WATCHDOG_SLACK_S, watchdog)
         timer.start()
+        ender = threading.Timer(max(timeout, 0.1), deadline) if own_deadline else None
+        if ender is not None:
+            ender.start()
         chunks, kept, dropped = [], 0, 0
         try:
             while chunk := proc.stdout.read1(65536):
@@ -367,6 +379,8 @@ class LocalSandbox(Sandbox):
             exit_code = proc.wait()
         finally:
             timer.cancel()
+            if ender is not None:
+                ender.cancel()
             proc.stdout.close()
         duration = time.monotonic() - start
         if killed.is_set():
@@ -376,7 +390,8 @@ class LocalSandbox(Sandbox):
         output = b"".join(chunks).decode("utf-8", errors="replace")
         if dropped:
             output += f"\n[proctor: output truncated, {dropped} more bytes dropped]\n"
-        timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5
+        timed_out = expired.is_set() or (
+            exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5)
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
 
     def _io(self, argv: list[str], stdin: bytes | None, user: str,

@@ -151,12 +151,14 @@ class DockerSandbox(Sandbox):
             raise InfraError("sandbox is closed")
         return self._container
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None,
+            own_deadline=False) -> ExecResult:
         container = self._alive()
-        full = ["timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}", *argv]
+        full = list(argv) if own_deadline else [
+            "timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}", *argv]
         api = self._client.api
         start = time.monotonic()
-        killed = threading.Event()
+        killed, expired = threading.Event(), threading.Event()
 
         def watchdog() -> None:
             killed.set()
@@ -165,13 +167,23 @@ class DockerSandbox(Sandbox):
             except DockerException:
                 pass
 
+        def deadline() -> None:  # own_deadline: the command overran its own deadline
+            expired.set()
+            try:
+                self.kill_user_processes(settle_s=0)
+            except InfraError:
+                pass  # the watchdog is still behind
+
         timer = threading.Timer(timeout + KILL_AFTER_S + WATCHDOG_SLACK_S, watchdog)
+        ender = threading.Timer(max(timeout, 0.1), deadline) if own_deadline else None
         try:
             exec_id = api.exec_create(
                 container.id, full, environment=env or {}, workdir=cwd,
                 user=user or SANDBOX_USER, stdout=True, stderr=True,
             )["Id"]
             timer.start()
+            if ender is not None:
+                ender.start()
             chunks, kept, dropped = [], 0, 0
             for chunk in api.exec_start(exec_id, stream=True, demux=False):
                 room = self.limits.output_cap - kept
@@ -184,6 +196,8 @@ class DockerSandbox(Sandbox):
             raise InfraError(f"sandbox command failed to run ({argv[0]}): {exc}") from None
         finally:
             timer.cancel()
+            if ender is not None:
+                ender.cancel()
         duration = time.monotonic() - start
         if killed.is_set():
             raise InfraError(f"sandbox watchdog killed the container after {duration:.0f}s")
@@ -192,7 +206,8 @@ class DockerSandbox(Sandbox):
         output = b"".join(chunks).decode("utf-8", errors="replace")
         if dropped:
             output += f"\n[proctor: output truncated, {dropped} more bytes dropped]\n"
-        timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5
+        timed_out = expired.is_set() or (
+            exit_code in TIMEOUT_EXIT_CODES and duration >= timeout - 0.5)
         if timed_out:  # children that left timeout's process group die too
             self.kill_user_processes()
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))

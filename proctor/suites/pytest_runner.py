@@ -172,8 +172,11 @@ def read_runner_output(output: str, fetch=None) -> RunnerResult | None:
     Raises:
         InfraError: the supervisor itself failed (it says so on a line of its own), or its
             result cannot be decoded.
-        ResultAltered: the result file is gone or does not match its printed hash.
+        ResultAltered: the result file is gone or does not match its printed hash, or the
+            output holds more than one result line.
     """
+    if sum(line.startswith("PROCTOR-") for line in output.splitlines()) > 1:
+        raise ResultAltered("more than one result line on the runner's output")
     for line in reversed(output.splitlines()):
         if line.startswith(HARNESS_ERROR):
             raise InfraError(f"pytest runner: {line[len(HARNESS_ERROR):][:500]}")
@@ -311,7 +314,8 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     deadline = max(1.0, suite_timeout - DEADLINE_MARGIN_S)
     argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline,
                        f"{trip.dir}/changed.json" if changed is not None else None)
-    res = sb.run(argv, timeout=suite_timeout, cwd=rootdir)
+    # No `timeout` wrapper: only the (non-dumpable) supervisor holds the exec's output.
+    res = sb.run(argv, timeout=suite_timeout, cwd=rootdir, own_deadline=True)
     try:
         runner = read_runner_output(res.output, sb.get_file)
     except ResultAltered as exc:
