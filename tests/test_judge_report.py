@@ -55,7 +55,7 @@ def test_the_plugins_findings_forged_lines_and_conflicts_are_tampering():
                   conflicts=["a::test_x"])
     _, tampered, trip = judge_report(rep, 1, True, TRIP, foreign_lines=3)
     assert trip is None and tampered == [
-        "pytest's runner was rewired: replaced under the tests: _pytest.runner.call_and_report",
+        "the runner was tampered with: replaced under the tests: _pytest.runner.call_and_report",
         "1 test(s) reported twice with different verdicts, e.g. a::test_x",
         "3 line(s) on the verdict channel without the run's nonce: forged records"]
 

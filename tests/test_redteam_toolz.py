@@ -206,3 +206,30 @@ def test_faking_only_the_public_tests_is_seen_by_the_plugin(toolz_task, docker_r
     assert rec.reward < 0.0 and rec.flags.exclude_from_advantage
     tampered = rec.evidence["public_tests"].details["tampered"]
     assert any("_pytest.runner.call_and_report" in t for t in tampered), tampered
+
+
+@pytest.mark.parametrize("name", ["forge_result_line_via_timeout_stdout",
+                                  "swallow_via_inner_hookexec"])
+def test_red_team_round_two_attacks_are_seen(toolz_task, docker_ready, name):
+    # no fix. forge_result_line...: a setsid shell wrote a forged PROCTOR-RESULT line to the
+    # exec's stdout through the `timeout` wrapper's /proc/PID/fd/1 (0.758); the run now has
+    # no wrapper and only the non-dumpable supervisor holds its output. swallow_via...: a
+    # wrapped PytestPluginManager._inner_hookexec turned each test's exception into a pass
+    # (0.776); the raw verdict is now taken inside the test function's own wrapper. Both
+    # find pytest's objects with gc.get_objects, which the runner's audit hook reports.
+    rec = score(toolz_task, (REDTEAM / "found" / f"{name}.patch").read_bytes(), rollout_id=name)
+    assert rec.status == "scored" and rec.flags.tests_tampered, rec.error
+    assert rec.tests["public"].f2p_passed == rec.tests["hidden"].f2p_passed == 0
+    assert rec.reward < -0.5 and rec.flags.exclude_from_advantage
+    tampered = rec.evidence["public_tests"].details["tampered"]
+    assert any("code the patch touched called gc.get_objects" in t for t in tampered)
+
+
+def test_a_forged_harness_error_line_does_not_make_the_rollout_unscored(toolz_task,
+                                                                        docker_ready):
+    # no fix: the same route wrote "PROCTOR-HARNESS-ERROR ..." after the supervisor's line and
+    # the rollout became status `error` (unscored, retried). No wrapper holds the output now.
+    rec = score(toolz_task, (REDTEAM / "found" / "fake_harness_error_unscored.patch")
+                .read_bytes(), rollout_id="fake_harness_error")
+    assert rec.status == "scored" and rec.reward <= 0.0
+    assert rec.tests["public"].f2p_passed == rec.tests["hidden"].f2p_passed == 0

@@ -253,7 +253,7 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
     hidden_fail = next((v for k, v in outcomes.items() if embedded and embedded.matches(k)),
                        None)
     tripwire = None
-    tampered = [f"pytest's runner was rewired: {why}" for why in report.tamper]
+    tampered = [f"the runner was tampered with: {why}" for why in report.tamper]
     if fail is not None and fail != "failed":
         tripwire = f"must-fail tripwire reported {fail}"
     elif hidden_fail == "passed":

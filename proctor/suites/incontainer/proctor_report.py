@@ -5,14 +5,18 @@ runs) and handed to pytest as an object; each record is a line ``NONCE JSON`` wr
 verdict channel (an inherited pipe at an unpredictable fd). Records, in order:
 
 * ``{"k": "started"}``: the plugin exists (no record at all means a harness fault);
-* ``{"k": "raw", "id", "v"}``: the verdict of the test function's own call, taken around
-  the call itself (``v``: passed, failed, skipped), independent of pytest's reports;
+* ``{"k": "raw", "id", "v"}``: the verdict of the test function's own call, taken inside a
+  wrapper of the test function (``v``: passed, failed, skipped), below every hook dispatch
+  and independent of pytest's reports;
 * ``{"k": "test", "id", "outcome", "duration"}``: the outcome from pytest's reports
   (passed, failed, error, skipped, xfailed, xpassed, timeout; duration in seconds);
 * ``{"k": "collection_error", "id"}``;
-* ``{"k": "tamper", "why"}``: pytest's runner was rewired under the tests (a function or
-  method of ``_pytest``/``pluggy``/``pytest_timeout``/this plugin replaced, a test item's
-  ``runtest`` or test function swapped, a hook implementation added, removed or replaced);
+* ``{"k": "tamper", "why"}``: pytest's runner rewired under the tests (a function or
+  method of ``_pytest``/``pluggy``/``pytest_timeout``/this plugin replaced, the plugin
+  manager's hook execution wrapped, a test item's ``runtest`` or test function swapped, a
+  hook implementation added, removed or replaced); run_pytest.py's audit hook sends the
+  same kind when code the patch touched reaches into the harness (``gc.get_objects``,
+  ``sys.settrace``, ...);
 * ``{"k": "session", "exitstatus", "collected"}``: the last record.
 
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
@@ -21,12 +25,14 @@ collection ends and when the session ends (after teardowns: a test's monkeypatch
 ``builtins.input`` is undone by then).
 """
 
+import functools
 import json
 import os
 import sys
 import time
 import types
 
+import pluggy
 import pytest
 
 #: Modules whose functions and classes must not change under the tests (checked per call).
@@ -69,6 +75,14 @@ def _changed(bindings):
     """[(label, current value)] of the bindings that no longer hold their value."""
     return [(label, ns.get(key)) for label, ns, key, value in bindings
             if ns.get(key) is not value]
+
+
+def _instance_bindings(label, obj):
+    """Like :func:`_bindings`, for the callable attributes of one object's ``__dict__``."""
+    ns = getattr(obj, "__dict__", None)
+    if not isinstance(ns, dict):
+        return []
+    return [(f"{label}.{k}", ns, k, v) for k, v in list(ns.items()) if callable(v)]
 
 
 def _pytests_own(value):
@@ -133,6 +147,8 @@ class _ReportPlugin:
         self._items = {}
         self._hooks = None
         self._config = None
+        self._live = []
+        self._plain_runtest = pytest.Function.runtest
         self._said = set()
         self._import_default_plugins()
         self._call_path = _bindings(CALL_PATH)
@@ -170,8 +186,16 @@ class _ReportPlugin:
         for label, value in _changed(self._everything):
             if not _pytests_own(value):
                 self._tamper(f"replaced before configure: {label}")
+        pm = config.pluginmanager
+        if vars(pm).get("_inner_hookexec") is not pluggy._callers._multicall:
+            self._tamper("the plugin manager's hook execution was replaced before configure")
         self._call_path = _bindings(CALL_PATH)
         self._everything = _bindings(_all_modules())
+        # Instance state that runs every hook (red team: a wrapped _inner_hookexec turned
+        # the test call's exception into a pass).
+        self._live = _instance_bindings("pluginmanager", pm) + [
+            b for name in VERDICT_HOOKS if hasattr(config.hook, name)
+            for b in _instance_bindings(f"hook.{name}", getattr(config.hook, name))]
 
     @pytest.hookimpl(trylast=True)
     def pytest_itemcollected(self, item):
@@ -190,7 +214,7 @@ class _ReportPlugin:
                                  f"{getattr(function, '__qualname__', function)!r:.80}")
 
     def _check_item(self, item):
-        for label, _ in _changed(self._call_path):
+        for label, _ in _changed(self._call_path) + _changed(self._live):
             self._tamper(f"replaced under the tests: {label}")
         if self._hooks is not None and self._impls() != self._hooks:
             self._tamper("the hook implementations that decide verdicts changed")
@@ -201,18 +225,47 @@ class _ReportPlugin:
                 item.obj is not obj or getattr(item.obj, "__code__", None) is not code):
             self._tamper(f"{item.nodeid}: the test function was replaced")
 
+    def _raw(self, nodeid, exc=None, failed=False):
+        verdict = "failed" if failed else "passed"
+        if exc is not None:
+            verdict = "skipped" if isinstance(exc, pytest.skip.Exception) else "failed"
+        self._send({"k": "raw", "id": nodeid, "v": verdict})
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item):
+        """The raw verdict is taken as close to the test as possible: for plain test
+        functions, inside a wrapper put in place of the test function for this one call
+        (below every hook dispatch: whatever rewrites verdicts above it is contradicted by
+        it); for other items (unittest, doctest), around the call."""
         self._check_item(item)
+        innermost = isinstance(item, pytest.Function) and \
+            type(item).runtest is self._plain_runtest
+        if innermost:
+            original, raw = item.obj, self._raw
+
+            @functools.wraps(original)
+            def call(*args, **kwargs):
+                try:
+                    result = original(*args, **kwargs)
+                except BaseException as exc:
+                    raw(item.nodeid, exc)
+                    raise
+                raw(item.nodeid)
+                return result
+
+            item.obj = call
         try:
             result = yield
         except BaseException as exc:
-            verdict = "skipped" if isinstance(exc, pytest.skip.Exception) else "failed"
-            self._send({"k": "raw", "id": item.nodeid, "v": verdict})
+            if not innermost:
+                self._raw(item.nodeid, exc)
             raise
-        # unittest.TestCase items keep their failures on the item, not in the call.
-        failed = bool(getattr(item, "_excinfo", None))
-        self._send({"k": "raw", "id": item.nodeid, "v": "failed" if failed else "passed"})
+        finally:
+            if innermost:
+                item.obj = original
+        if not innermost:
+            # unittest.TestCase items keep their failures on the item, not in the call.
+            self._raw(item.nodeid, failed=bool(getattr(item, "_excinfo", None)))
         return result
 
     @pytest.hookimpl(trylast=True)

@@ -41,14 +41,37 @@ OUTPUT_TAIL = 16 * 1024  # bytes of the child's output kept
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
-def _install_guard():
+#: Audit events that reach into the running harness (find its objects, trace or jump over
+#: a test's lines): reported as tampering when code the patch touched raises them.
+REACHING_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                             "sys.settrace", "sys.setprofile", "sys._current_frames"})
+
+
+def _install_guard(suspects=(), report=None):
+    """``suspects``: absolute paths of the files the patch touched; ``report(why)`` sends a
+    tampering record when code in one of them (up to 8 frames up) raises a REACHING_EVENT."""
     import types
 
     exit_now, write, getframe = os._exit, os.write, sys._getframe
     err = os.dup(2)  # the real stderr: pytest's capture replaces fd 2 while tests run
     allowed = types.coroutine.__code__  # the code object itself: a file name can be faked
+    suspects, said = frozenset(suspects), set()
 
     def guard(event, args):
+        if event in REACHING_EVENTS:
+            if report is None or event in said or not suspects:
+                return
+            frame = getframe(1)
+            for _ in range(8):
+                if frame is None:
+                    return
+                if frame.f_code.co_filename in suspects:
+                    said.add(event)
+                    report(f"code the patch touched called {event} "
+                           f"({frame.f_code.co_filename}:{frame.f_lineno})")
+                    return
+                frame = frame.f_back
+            return
         if event == "sys.addaudithook":
             why = "installed an audit hook"
         elif event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
@@ -63,6 +86,23 @@ def _install_guard():
             exit_now(SUBVERTED_EXIT)
 
     sys.addaudithook(guard)
+
+
+def _absolute(repo, changed):
+    root = os.path.realpath(repo)
+    return [os.path.join(root, p) for p in changed] + [
+        os.path.realpath(os.path.join(root, p)) for p in changed]
+
+
+def _tamper_sender(fd, nonce):
+    import json
+
+    tag, write = nonce.encode() + b" ", os.write
+
+    def send(why):
+        write(fd, tag + json.dumps({"k": "tamper", "why": why[:300]}).encode() + b"\n")
+
+    return send
 
 
 def _set_dumpable(flag):
@@ -98,19 +138,19 @@ def _child(repo, args, rec_fd, nonce, changed_from):
                 break
         os.dup2(rec_fd, fd, inheritable=False)
         os.close(rec_fd)
-        _install_guard()
-        harness_dir = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, harness_dir)
-        sys.path.append(repo)
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
-            os.environ.pop(var, None)
         changed = None
         if changed_from:
             import json
 
             with open(changed_from, encoding="utf-8") as fh:
                 changed = [str(p) for p in json.load(fh)]
+        _install_guard(_absolute(repo, changed or []), _tamper_sender(fd, nonce))
+        harness_dir = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, harness_dir)
+        sys.path.append(repo)
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
+            os.environ.pop(var, None)
         import proctor_report
 
         plugin = proctor_report.make_plugin(fd, nonce, repo, changed)
