@@ -120,6 +120,24 @@ def test_timeout_kills_the_whole_tree_including_term_and_alrm_ignoring_children(
     assert sb.run(["true"], timeout=10).ok
 
 
+@pytest.mark.parametrize("stopped", [False, True], ids=["running", "stopped"])
+def test_own_deadline_runs_unwrapped_and_still_ends_at_the_timeout(open_sb, stopped):
+    # own_deadline: no `timeout` process holds the command's output (only the command); at
+    # the timeout the user's processes are killed from outside, even a SIGSTOPped command
+    # (the red team's way to turn a run into a watchdog infra error), and it is timed_out.
+    sb = open_sb()
+    tag = secrets.token_hex(4)
+    script = (f"cat /proc/$PPID/comm 2>/dev/null; {'kill -STOP $$;' if stopped else ''} "
+              f"setsid {PY} -c 'import time; time.sleep(300)  # {tag}' & sleep 300")
+    start = time.monotonic()
+    res = sb.run(["sh", "-c", script], timeout=2, own_deadline=True)
+    assert res.timed_out and res.exit_code == 137, res
+    assert "timeout" not in res.output
+    assert time.monotonic() - start < 2 + 5
+    assert tag not in _procs(sb)
+    assert sb.run(["true"], timeout=10).ok
+
+
 def test_zombies_are_reaped(open_sb):
     sb = open_sb()
     sb.run(["sh", "-c", "for i in 1 2 3; do (sleep 0.1 &) ; done; sleep 1"], timeout=10)
