@@ -47,11 +47,12 @@ def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
 
 def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
-    in now (read-only, to an unpredictable dir) and run them there."""
+    in now (read-only, to an unpredictable dir, helper modules under random names) and run
+    them there."""
     kill_user_processes(sb)
     reset_scratch(sb)
-    root = place_hidden_tests(sb, task)
-    return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
+    hidden = place_hidden_tests(sb, task)
+    return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
 
 
