@@ -102,15 +102,20 @@ TREE = {
     "tests/pkg/__init__.py": b"",
     "tests/pkg/test_b.py": b"from tests.pkg.util import u\n",
     "tests/pkg/util.py": b"u = 1\n",           # a submodule of a package with tests
-    "tests/pkg/sub/plain.py": b"",             # sub/ has no __init__: an import root
+    "tests/pkg/sub/plain.py": b"",             # sub/: no __init__, holds a test: a root
+    "tests/pkg/sub/test_c.py": b"import plain\n",
+    "tests/ns/util.py": b"from ns import other\n",  # a namespace package of helpers
+    "tests/ns/other.py": b"",
     "tests/data.json": b"{}",
     "tests/my-tool.py": b"",                   # not importable by name
+    "tests/pkg/deep/mod.py": b"",              # in a package, holds no test: no root
 }
 
 
 def test_helpers_are_plain_modules_and_test_free_packages_of_import_roots():
     assert helper_units(TREE) == {
         "helpers": {"tests/helpers.py"},
+        "ns": {"tests/ns/util.py", "tests/ns/other.py"},
         "plain": {"tests/pkg/sub/plain.py"},
         "support": {"tests/support/__init__.py", "tests/support/m.py",
                     "tests/support/data/case.json"},
@@ -119,12 +124,14 @@ def test_helpers_are_plain_modules_and_test_free_packages_of_import_roots():
 
 def test_renaming_a_tree_moves_helpers_and_rewrites_every_file():
     tree = rename_hidden_tree(TREE, "_p1a2b")
-    assert tree.names == {"helpers": "helpers_p1a2b", "plain": "plain_p1a2b",
+    assert tree.names == {"helpers": "helpers_p1a2b", "ns": "ns_p1a2b", "plain": "plain_p1a2b",
                           "support": "support_p1a2b"}
     moved = {old: new for old, new in tree.paths.items() if old != new}
     assert moved == {
         "tests/helpers.py": "tests/helpers_p1a2b.py",
         "tests/pkg/sub/plain.py": "tests/pkg/sub/plain_p1a2b.py",
+        "tests/ns/util.py": "tests/ns_p1a2b/util.py",
+        "tests/ns/other.py": "tests/ns_p1a2b/other.py",
         "tests/support/__init__.py": "tests/support_p1a2b/__init__.py",
         "tests/support/m.py": "tests/support_p1a2b/m.py",
         "tests/support/data/case.json": "tests/support_p1a2b/data/case.json",
@@ -135,11 +142,24 @@ def test_renaming_a_tree_moves_helpers_and_rewrites_every_file():
         "tests/test_a.py": b"from helpers_p1a2b import x\nfrom support_p1a2b import s\n",
         "tests/helpers_p1a2b.py": b"from support_p1a2b.m import s\n",
         "tests/pkg/sub/plain_p1a2b.py": b"",
+        "tests/pkg/sub/test_c.py": b"import plain_p1a2b as plain\n",
+        "tests/ns_p1a2b/util.py": b"from ns_p1a2b import other\n",
+        "tests/ns_p1a2b/other.py": b"",
         "tests/support_p1a2b/__init__.py": b"from support_p1a2b.m import s\nfrom . import m\n",
         "tests/support_p1a2b/m.py": b"s = 1\n",
         "tests/support_p1a2b/data/case.json": b"{}",
     }
     assert tree.helper_paths == set(moved)
+
+
+def test_helpers_outside_every_import_root_keep_their_names():
+    # tests/helpers/ holds no test: not on sys.path, so util.py is reached as helpers.util
+    files = {"tests/test_a.py": b"from helpers.util import x\n",
+             "tests/helpers/util.py": b"x = 1\n", "lib/only.py": b""}
+    tree = rename_hidden_tree(files, "_p1")
+    assert tree.names == {"helpers": "helpers_p1"}
+    assert tree.files == {"tests/test_a.py": b"from helpers_p1.util import x\n",
+                          "tests/helpers_p1/util.py": b"x = 1\n", "lib/only.py": b""}
 
 
 def test_a_tree_without_helpers_is_unchanged():
@@ -152,7 +172,7 @@ def test_a_suffix_that_breaks_identifiers_or_collides_is_refused():
     with pytest.raises(ValueError, match="identifiers"):
         rename_hidden_tree(TREE, "-x")
     with pytest.raises(ValueError, match="collides"):
-        rename_hidden_tree({"h.py": b"", "h_p1.py": b""}, "_p1")
+        rename_hidden_tree({"test_a.py": b"", "h.py": b"", "h_p1.py": b""}, "_p1")
 
 
 class _Recorder:

@@ -12,11 +12,12 @@ top-level ``helpers`` module to the repo and importing it early (from library co
 that refer to it; a name the patch cannot know cannot be shadowed. Pure functions over
 ``{relative path: bytes}``: no I/O, no randomness (the caller passes the suffix).
 
-What is a helper: a ``.py`` file directly in an *import root* (a directory of the hidden tree
-without ``__init__.py``, or the tree's root), importable by a plain name, that is neither a
-test module (``test_*.py``, ``*_test.py``: the harness ini's ``python_files``) nor
-``conftest.py``; or a package (a directory with ``__init__.py``) directly in an import root
-whose whole subtree holds no test module and no ``conftest.py``. Test modules, conftests and
+What is a helper: a ``.py`` file directly in an *import root* (a directory pytest puts on
+``sys.path``: the base directory of a test module or ``conftest.py``), importable by a plain
+name, that is neither a test module (``test_*.py``, ``*_test.py``: the harness ini's
+``python_files``) nor ``conftest.py``; or a directory directly in an import root (a
+package, or a namespace package without ``__init__.py``) whose subtree holds ``.py`` files
+but no test module and no ``conftest.py``. Test modules, conftests and
 packages holding tests keep their names, so test ids do not change; submodules of such
 packages are reached through a package name the patch cannot take over without breaking the
 test modules' own import.
@@ -70,46 +71,66 @@ def _importable(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
+def _import_roots(files: set[str], package: set[str]) -> set[str]:
+    """The directories pytest's prepend mode puts on ``sys.path`` for this tree: the base
+    directory (first directory upward without ``__init__.py``) of every test module and
+    conftest."""
+    roots = set()
+    for f in files:
+        p = PurePosixPath(f)
+        if p.name == "conftest.py" or _is_test_module(p.name):
+            d = p.parent
+            while str(d) != "." and str(d) in package:
+                d = d.parent
+            roots.add(str(d))
+    return roots
+
+
+def _helper_locations(paths: Collection[str]) -> list[tuple[str, str, bool]]:
+    """(top-level name, module file or package directory, is a directory) of every helper
+    (see the module docstring), sorted."""
+    files = set(paths)
+    dirs = {str(p) for f in files for p in PurePosixPath(f).parents} - {"."}
+    package = {d for d in dirs if f"{d}/__init__.py" in files}
+    out: list[tuple[str, str, bool]] = []
+    for root in sorted(_import_roots(files, package)):
+        for f in sorted(files):
+            p = PurePosixPath(f)
+            if (str(p.parent) == root and p.suffix == ".py" and _importable(p.stem)
+                    and p.stem != "__init__" and p.name != "conftest.py"
+                    and not _is_test_module(p.name)):
+                out.append((p.stem, f, False))
+        for d in sorted(dirs):
+            p = PurePosixPath(d)
+            if str(p.parent) != root or not _importable(p.name):
+                continue
+            names = [PurePosixPath(f).name for f in files if f.startswith(f"{d}/")]
+            # a package, or a namespace package (no __init__.py), holding no test
+            if any(n.endswith(".py") for n in names) and not any(
+                    n == "conftest.py" or _is_test_module(n) for n in names):
+                out.append((p.name, d, True))
+    return out
+
+
 def helper_units(paths: Collection[str]) -> dict[str, set[str]]:
     """The helpers of a hidden tree: top-level importable name -> the relative paths
     (POSIX, as in ``Task.hidden_files``) that make it up (see the module docstring)."""
-    files = set(paths)
-    dirs = {str(p) for f in files for p in PurePosixPath(f).parents}
-    package = {d for d in dirs if ("__init__.py" if d == "." else f"{d}/__init__.py") in files}
-
-    def in_root(path: PurePosixPath) -> bool:  # directly in an import root
-        parent = str(path.parent)
-        return parent == "." or parent not in package
-
     units: dict[str, set[str]] = {}
-    for f in sorted(files):
-        p = PurePosixPath(f)
-        if (p.suffix == ".py" and in_root(p) and _importable(p.stem) and p.stem != "__init__"
-                and p.name != "conftest.py" and not _is_test_module(p.name)):
-            units.setdefault(p.stem, set()).add(f)
-    for d in sorted(package - {"."}):
-        p = PurePosixPath(d)
-        if not in_root(p) or not _importable(p.name):
-            continue
-        members = {f for f in files if f.startswith(f"{d}/")}
-        if not any(PurePosixPath(f).name == "conftest.py" or _is_test_module(PurePosixPath(f).name)
-                   for f in members):
-            units.setdefault(p.name, set()).update(members)
+    for name, where, is_dir in _helper_locations(paths):
+        members = {f for f in paths if f.startswith(f"{where}/")} if is_dir else {where}
+        units.setdefault(name, set()).update(members)
     return units
 
 
-def _new_path(path: str, names: Mapping[str, str], helper_paths: Collection[str]) -> str:
-    if path not in helper_paths:
-        return path
-    p = PurePosixPath(path)
-    parents = list(reversed(p.parents))[1:]  # without "."
-    # The helper's own component: the module file in an import root, or the package dir.
-    for i, parent in enumerate(parents):
-        if parent.name in names and f"{parent}/__init__.py" in helper_paths:
-            parts = list(p.parts)
-            parts[i] = names[parent.name]
-            return str(PurePosixPath(*parts))
-    return str(p.with_name(names[p.stem] + ".py"))
+def _new_path(path: str, renames: Mapping[str, str]) -> str:
+    """``path`` with its helper module file or helper directory (``renames``: old -> new
+    location) replaced."""
+    if path in renames:
+        return renames[path]
+    for parent in PurePosixPath(path).parents:
+        if str(parent) in renames:
+            return f"{renames[str(parent)]}/{PurePosixPath(path).relative_to(parent)}"
+    return path
 
 
 def rename_hidden_tree(files: Mapping[str, bytes], suffix: str) -> RenamedTree:
@@ -121,10 +142,12 @@ def rename_hidden_tree(files: Mapping[str, bytes], suffix: str) -> RenamedTree:
     ValueError otherwise, or when a new path would collide with an existing one."""
     if not ("x" + suffix).isidentifier():
         raise ValueError(f"suffix {suffix!r} does not keep module names identifiers")
-    units = helper_units(files)
-    names = {name: name + suffix for name in units}
-    helper_paths = frozenset(p for members in units.values() for p in members)
-    paths = {p: _new_path(p, names, helper_paths) for p in files}
+    locations = _helper_locations(files)
+    names = {name: name + suffix for name, _, _ in locations}
+    renames = {where: str(PurePosixPath(where).with_name(
+        names[name] if is_dir else names[name] + ".py")) for name, where, is_dir in locations}
+    helper_paths = frozenset(p for members in helper_units(files).values() for p in members)
+    paths = {p: _new_path(p, renames) for p in files}
     if len(set(paths.values())) != len(paths) or any(
             new in files and new != old for old, new in paths.items()):
         raise ValueError(f"renaming helpers with suffix {suffix!r} collides with a hidden file")
