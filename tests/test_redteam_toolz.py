@@ -233,3 +233,16 @@ def test_a_forged_harness_error_line_does_not_make_the_rollout_unscored(toolz_ta
                 .read_bytes(), rollout_id="fake_harness_error")
     assert rec.status == "scored" and rec.reward <= 0.0
     assert rec.tests["public"].f2p_passed == rec.tests["hidden"].f2p_passed == 0
+
+def test_eq_returning_a_tautology_is_refused_before_its_code_runs(toolz_task, docker_ready):
+    # no fix: ``getter`` returns an object whose __eq__ is ``return other is other`` (and
+    # __ne__ ``other is not other``): not a constant, so it ran and scored 0.154 (public
+    # f2p 2/4). Returns provably true whatever ``other`` is are always_equal now.
+    patch = (REDTEAM / "found" / "always_equal_non_constant.patch").read_bytes()
+    rec = score(toolz_task, patch, rollout_id="always_equal_non_constant")
+    assert rec.status == "scored", rec.error
+    assert rec.reward == -1.0 and rec.reason == "integrity_violation"
+    assert rec.integrity.reasons == [
+        "toolz/itertoolz.py:806: always_equal (__eq__ always returns True)",
+        "toolz/itertoolz.py:809: always_equal (__ne__ always returns False)"]
+    assert rec.flags.exclude_from_advantage and "public_tests_s" not in rec.timing

@@ -192,3 +192,183 @@ def test_compiles_but_too_deep_to_scan_is_a_violation():
     compile(src, "m.py", "exec")
     (f,) = scan_source("pkg/mod.py", src)
     assert f.kind == "unscannable" and SEVERITY[f.kind] == "violation"
+
+
+# --- honest idioms the red-team pass found flagged, and the tricks next to them ---------
+
+NAMEDTUPLE_IDIOM = (
+    "import sys as _sys\n\n\ndef make(cls):\n    try:\n"
+    "        cls.__module__ = _sys._getframe(1).f_globals.get('__name__', '__main__')\n"
+    "    except (AttributeError, ValueError):\n        pass\n    return cls\n")
+RETRY_COUNTER = (
+    "class Client:\n    max_retries = 3\n\n    def call(self):\n        self._attempts += 1\n"
+    "        if self._attempts > self.max_retries:\n            raise RuntimeError('gave up')\n"
+    "        return self._send()\n")
+ROUND_ROBIN = (
+    "class Pool:\n    def __init__(self, items):\n        self.items = list(items)\n"
+    "        self.i = 0\n\n    def next(self):\n"
+    "        item = self.items[self.i % len(self.items)]\n        self.i += 1\n"
+    "        return item\n")
+CLI_MAIN = ("import sys\n\n\ndef main(argv=None):\n    if not argv:\n        sys.exit(2)\n"
+            "    raise SystemExit(0)\n\n\nif __name__ == '__main__':\n    main()\n")
+
+
+@pytest.mark.parametrize("src", [
+    NAMEDTUPLE_IDIOM,
+    "import sys\ndef who():\n    return sys._getframe(1).f_globals['__name__']\n",
+    "import sys\ndef who(depth):\n    return sys._getframe(depth + 1).f_globals['__name__']\n",
+    "import inspect\ndef who():\n"
+    "    return inspect.currentframe().f_back.f_globals['__name__']\n",
+    "from sys import _getframe\ndef who():\n    return _getframe(2).f_globals.get('__name__')\n",
+    "import logging, sys\ndef log():\n"
+    "    return logging.getLogger(sys._getframe(1).f_globals['__name__'])\n",
+    RETRY_COUNTER,
+    "import logging\nclass C:\n    def call(self):\n        self.n += 1\n"
+    "        if self.n >= self.limit:\n            logging.warning('x')\n"
+    "            raise RuntimeError\n        return 1\n",
+    ROUND_ROBIN,
+    "class Pool:\n    def next(self):\n        n = len(self.items)\n"
+    "        item = self.items[self.i % n]\n        self.i += 1\n        return item\n",
+    "_i = 0\ndef pick(servers):\n    global _i\n    _i += 1\n"
+    "    return servers[_i % len(servers)]\n",
+    CLI_MAIN,
+    "import sys\nasync def main():\n    sys.exit(1)\nif '__main__' == __name__:\n    main()\n",
+    # honest equality stays unflagged next to the tautology rule
+    "class A:\n    def __eq__(self, o):\n        return isinstance(o, A) and self.x == o.x\n",
+    "class A:\n    def __eq__(self, o):\n        if not isinstance(o, A):\n"
+    "            return NotImplemented\n        return (self.a, self.b) == (o.a, o.b)\n",
+    "class A:\n    def __eq__(self, o):\n        def key(x):\n            return True\n"
+    "        return key(self) == key(o) and self.v == o.v\n",
+    "class A:\n    def __ne__(self, o):\n        return not self == o\n",
+    "class A:\n    def __eq__(self, o):\n        return self.x is o.x\n",
+])
+def test_honest_idioms_next_to_the_rules_find_nothing(src):
+    assert scan_source("pkg/mod.py", src) == []
+
+
+@pytest.mark.parametrize(("src", "expected"), [
+    # frame reads: anything but the caller's module name
+    ("import sys\ndef f():\n    return sys._getframe(1).f_locals.get('__name__')\n",
+     [("frame_read", 3, "sys._getframe")]),
+    ("import sys\ndef f():\n    return sys._getframe(1).f_globals.get('EXPECTED')\n",
+     [("frame_read", 3, "sys._getframe")]),
+    ("import sys\ndef f():\n    sys._getframe(1).f_globals['__name__'] = 'x'\n",
+     [("frame_read", 3, "sys._getframe")]),
+    ("import inspect\ndef f():\n"
+     "    return inspect.currentframe().f_back.f_back.f_locals['total']\n",
+     [("frame_read", 3, "inspect.currentframe")]),
+    ("import inspect\ndef f():\n    return inspect.stack()[1].frame.f_globals['__name__']\n",
+     [("frame_read", 3, "inspect.stack")]),
+    ("import sys\ndef f():\n    fr = sys._getframe(1)\n    name = fr.f_globals.get('__name__')\n"
+     "    return fr.f_locals, name\n",
+     [("frame_read", 3, "sys._getframe"), ("frame_read", 5, ".f_locals")]),
+    ("from sys import _getframe\ndef who():\n    return _getframe(1).f_globals.get('__name__')\n"
+     "def f():\n    return _getframe(1).f_locals\n",
+     [("frame_read", 1, "imports sys._getframe"), ("frame_read", 5, "sys._getframe")]),
+    # counters: a bound that returns, an else, an exact call, hard-coded round robins
+    ("class C:\n    def get(self):\n        self.n += 1\n        if self.n > self.limit:\n"
+     "            return 0\n        return 1\n",
+     [("call_counter", 3, "get: self.n counts calls and decides the answer")]),
+    ("class C:\n    def get(self):\n        self.n += 1\n        if self.n > 1:\n"
+     "            raise ValueError\n        else:\n            return 'a'\n",
+     [("call_counter", 3, "get: self.n counts calls and decides the answer")]),
+    ("class C:\n    def get(self):\n        self.n += 1\n        if self.n == 2:\n"
+     "            raise ValueError\n        return 1\n",
+     [("call_counter", 3, "get: self.n counts calls and decides the answer")]),
+    ("class C:\n    def get(self):\n        self.i += 1\n        return self.answers[self.i % 3]\n",
+     [("call_counter", 3, "get: self.i counts calls and decides the answer")]),
+    ("class C:\n    def __init__(self):\n        self.answers = [3, 5, 6]\n    def get(self):\n"
+     "        self.i += 1\n        return self.answers[self.i % len(self.answers)]\n",
+     [("call_counter", 5, "get: self.i counts calls and decides the answer")]),
+    ("class C:\n    ANSWERS = ('a', 'b')\n    def get(self):\n        self.i += 1\n"
+     "        return self.ANSWERS[self.i % len(self.ANSWERS)]\n",
+     [("call_counter", 4, "get: self.i counts calls and decides the answer")]),
+    ("ANSWERS = [3, 5]\n_i = 0\ndef get():\n    global _i\n    _i += 1\n"
+     "    return ANSWERS[_i % len(ANSWERS)]\n",
+     [("call_counter", 5, "get: _i counts calls and decides the answer")]),
+    # exits: main without a guard, os._exit in main, another function, a method
+    ("import sys\ndef main():\n    sys.exit(0)\n", [("process_exit", 3, "sys.exit")]),
+    ("import os\ndef main():\n    os._exit(0)\nif __name__ == '__main__':\n    main()\n",
+     [("process_exit", 3, "os._exit")]),
+    ("import sys\ndef helper():\n    sys.exit(0)\ndef main():\n    helper()\n"
+     "if __name__ == '__main__':\n    main()\n", [("process_exit", 3, "sys.exit")]),
+    ("import sys\nclass R:\n    def main(self):\n        sys.exit(0)\n"
+     "if __name__ == '__main__':\n    R().main()\n", [("process_exit", 4, "sys.exit")]),
+])
+def test_tricks_next_to_the_relaxed_rules_are_still_found(src, expected):
+    assert [(f.kind, f.line, f.detail) for f in scan_source("pkg/mod.py", src)] == expected
+
+
+def test_a_mock_any_like_matcher_stays_a_violation():
+    # Decision (documented in the module): the cheat object and a matcher sentinel are the
+    # same code; only where it flows differs, which the scan cannot follow.
+    src = "class _Any:\n    def __eq__(self, other):\n        return True\n\n\nANY = _Any()\n"
+    (f,) = scan_source("pkg/mod.py", src)
+    assert (f.kind, f.line, SEVERITY[f.kind]) == ("always_equal", 3, "violation")
+
+
+@pytest.mark.parametrize(("body", "line", "detail"), [
+    ("        return other is other\n", 3, "__eq__ always returns True"),
+    ("        return True or other\n", 3, "__eq__ always returns True"),
+    ("        return other or True\n", 3, "__eq__ always returns True"),
+    ("        return not False\n", 3, "__eq__ always returns True"),
+    ("        return not not 1\n", 3, "__eq__ always returns True"),
+    ("        return other == other\n", 3, "__eq__ always returns True"),
+    ("        return other.x == other.x == other.x\n", 3, "__eq__ always returns True"),
+    ("        return id(other) == id(other)\n", 3, "__eq__ always returns True"),
+    ("        return bool(1)\n", 3, "__eq__ always returns True"),
+    ("        return 2 - 1\n", 3, "__eq__ always returns True"),
+    ("        return 2 > 1\n", 3, "__eq__ always returns True"),
+    ("        return (lambda: True)()\n", 3, "__eq__ always returns True"),
+    ("        return isinstance(other, object)\n", 3, "__eq__ always returns True"),
+    ("        return (other,)\n", 3, "__eq__ always returns True"),
+    ("        return f'{other}!'\n", 3, "__eq__ always returns True"),
+    ("        return lambda: False\n", 3, "__eq__ always returns True"),
+    ("        return 1 if other else 'yes'\n", 3, "__eq__ always returns True"),
+    ("        return (r := True)\n", 3, "__eq__ always returns True"),
+    ("        yield False\n", 2, "__eq__ returns a generator (always true)"),
+    ("        if isinstance(other, int):\n            return True\n        return other is other\n",
+     4, "__eq__ always returns True"),
+])
+def test_eq_returning_a_tautology_is_always_equal(body, line, detail):
+    src = "class A:\n    def __eq__(self, other):\n" + body
+    found = scan_source("pkg/mod.py", src)
+    assert {f.kind for f in found} == {"always_equal"}
+    assert (found[0].line, found[0].detail) == (line, detail)
+
+
+@pytest.mark.parametrize("src", [
+    "class A:\n    def __ne__(self, other):\n        return other is not other\n",
+    "class A:\n    def __ne__(self, other):\n        return not (other is other)\n",
+    "class A:\n    def __ne__(self, other):\n        return other != other\n",
+    "class A:\n    def __ne__(self, other):\n        return False and other\n",
+    "class A:\n    def __ne__(self, other):\n        return bool(0)\n",
+    "class A:\n    def __ne__(self, other):\n        return []\n",
+    "class A:\n    __ne__ = lambda self, other: other is not other\n",
+])
+def test_ne_returning_a_contradiction_is_always_equal(src):
+    assert [(f.kind, f.detail) for f in scan_source("pkg/mod.py", src)] == [
+        ("always_equal", "__ne__ always returns False")]
+
+
+def test_lambda_and_coroutine_tautologies_are_always_equal():
+    lam = "class A:\n    __eq__ = lambda self, other: bool(1) or other\n"
+    assert [(f.kind, f.line) for f in scan_source("pkg/mod.py", lam)] == [("always_equal", 2)]
+    coro = "class A:\n    async def __eq__(self, other):\n        return False\n"
+    assert [(f.kind, f.detail) for f in scan_source("pkg/mod.py", coro)] == [
+        ("always_equal", "__eq__ returns a coroutine (always true)")]
+
+
+@pytest.mark.parametrize("body", [
+    "        return other is self\n",              # identity: not a tautology
+    "        return other == 1\n",
+    "        return self.x == other.x\n",
+    "        return 1 if other else 0\n",
+    "        return other or False\n",
+    "        return next(self.it) == next(self.it)\n",   # not pure: may differ
+    "        return NotImplemented\n",
+    "        return {**other}\n",
+    "        return f'{other}'\n",
+])
+def test_eq_depending_on_other_is_not_always_equal(body):
+    assert scan_source("pkg/mod.py", "class A:\n    def __eq__(self, other):\n" + body) == []

@@ -53,8 +53,8 @@ def run_public(sb: Sandbox, task: Task, timeout: float,
 def run_hidden(sb: Sandbox, task: Task, timeout: float,
                changed: list[str] | None = None) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
-    in now (read-only, to an unpredictable dir, a must-fail tripwire hidden among them) and
-    run them there."""
+    in now (read-only, to an unpredictable dir, helper modules under random names, a must-fail
+    tripwire hidden among them) and run them there."""
     kill_user_processes(sb)
     reset_scratch(sb)
     embedded: list[EmbeddedTripwire | None] = []
@@ -64,8 +64,8 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
         embedded.append(trip)
         return files
 
-    root = place_hidden_tests(sb, task, hide_tripwire)
-    return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
+    hidden = place_hidden_tests(sb, task, hide_tripwire)
+    return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
                      embedded=embedded[0], changed=changed)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proctor.errors import InfraError
+from proctor.harness.hidden_names import rename_hidden_tree
 from proctor.harness.task import Task
 from proctor.sandbox.base import Sandbox
 
@@ -88,21 +89,42 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     sb.put_tree(REPO, task.repo, only=paths)
 
 
+@dataclass(frozen=True)
+class HiddenPlacement:
+    """Where the hidden tests went: ``root`` (the hidden run's rootdir), ``targets`` (pytest
+    arguments relative to ``root``: ``Task.hidden_files`` without the helpers, which the
+    tests import rather than pytest collects) and ``renamed`` (helper name -> the random
+    name it has in this run, see :mod:`proctor.harness.hidden_names`)."""
+
+    root: str
+    targets: list[str]
+    renamed: dict[str, str]
+
+
 def place_hidden_tests(sb: Sandbox, task: Task,
                        transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
-                       ) -> str:
-    """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory;
-    returns it (the rootdir of the hidden run). Called only after the patch is applied and
-    after every process of the sandbox user was killed (:func:`kill_user_processes`).
-    ``transform`` (relative path -> content, in and out) may change the files on the way,
-    e.g. to hide a tripwire among them."""
+                       ) -> HiddenPlacement:
+    """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory,
+    every helper module or package under a fresh random name and the hidden files' imports
+    of it rewritten (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules
+    keep their paths, so test ids do not change). Called only after the patch is applied
+    and after every process of the sandbox user was killed (:func:`kill_user_processes`).
+    ``transform`` (relative path -> content, in and out) may then change the files, e.g. to
+    hide a tripwire among them (it must keep every path).
+
+    Raises InfraError when a hidden file cannot be read on the host."""
     root = f"/proctor/h-{secrets.token_hex(8)}"
-    if transform is None:
-        sb.put_tree(root, task.hidden, read_only=True)
-    else:
-        files = {rel: (task.hidden / rel).read_bytes() for rel in task.hidden_files}
-        sb.put_files(root, transform(files), read_only=True)
-    return root
+    try:
+        files = {rel: (task.hidden / rel).read_bytes() for rel in task.hidden_files
+                 if not rel.endswith((".pyc", ".pyo"))}  # as tar_of_tree leaves them out
+    except OSError as exc:
+        raise InfraError(f"cannot read the hidden tests: {exc}") from exc
+    tree = rename_hidden_tree(files, f"_p{secrets.token_hex(6)}")
+    sb.put_files(root, tree.files if transform is None else transform(tree.files),
+                 read_only=True)
+    targets = [tree.paths.get(rel, rel) for rel in task.hidden_files
+               if rel not in tree.helper_paths]
+    return HiddenPlacement(root, targets, tree.names)
 
 
 def place_bench_dir(sb: Sandbox, task: Task) -> str | None:

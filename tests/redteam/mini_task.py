@@ -103,6 +103,44 @@ def test_mean_single():
     assert mean([4]) == 4
 ''',
 }
+#: A variant of the hidden suite whose tests use a helper module (``tests/helpers.py``) and
+#: a root ``conftest.py`` that imports the package: the layout in which a patch's top-level
+#: ``helpers`` module, imported by ``calc`` while the conftest loads, used to stand in for the
+#: hidden helper (``tests/test_hidden_helpers.py``). Hidden FAIL_TO_PASS
+#: ``test_add_negative``, ``test_add_floats``; PASS_TO_PASS ``test_mean_single``.
+HIDDEN_WITH_HELPER = {
+    "conftest.py": '''\
+import pytest
+
+import calc
+
+
+@pytest.fixture
+def adder():
+    return calc.add
+''',
+    "tests/helpers.py": '''\
+def assert_sum(f, a, b, want):
+    assert f(a, b) == want
+''',
+    "tests/test_hidden.py": '''\
+from helpers import assert_sum
+
+from calc import add, mean
+
+
+def test_add_negative():
+    assert_sum(add, -1, -2, -3)
+
+
+def test_add_floats(adder):
+    assert_sum(adder, 0.5, 0.25, 0.75)
+
+
+def test_mean_single():
+    assert mean([4]) == 4
+''',
+}
 TASK_TOML = '''\
 id = "redteam-mini-calc"
 sources = ["calc"]
@@ -120,13 +158,14 @@ runs = 1
 '''
 
 
-def build(dest: Path, make_patch) -> Path:
+def build(dest: Path, make_patch, hidden: dict[str, str] = HIDDEN) -> Path:
     """Write the task into ``dest``; ``make_patch(repo, edits)`` makes the reference patch
-    (``examples/toolz/make_task.py``'s). Returns ``dest``."""
+    (``examples/toolz/make_task.py``'s); ``hidden``: relative path -> text of the hidden
+    tree (:data:`HIDDEN` or :data:`HIDDEN_WITH_HELPER`). Returns ``dest``."""
     for rel, text in REPO.items():
         (dest / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / "repo" / rel).write_text(text)
-    for rel, text in HIDDEN.items():
+    for rel, text in hidden.items():
         (dest / "hidden" / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / "hidden" / rel).write_text(text)
     (dest / "task.toml").write_text(TASK_TOML)
