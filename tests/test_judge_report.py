@@ -73,3 +73,12 @@ def test_the_tripwire_hidden_among_the_hidden_tests_must_not_pass():
         real, tampered, trip = judge_report(_report(out, session={"exitstatus": 1}), 1, True,
                                             TRIP, HIDDEN_TRIP)
         assert trip is None and not tampered and real == {"tests/test_a.py::test_x": "passed"}
+
+
+def test_records_the_plugin_never_writes_are_tampering():
+    # red3: a malformed nonce-tagged record can only come from code that found the channel
+    out = {FAIL: "failed", PASS: "passed", "a::test_x": "failed"}
+    rep = _report(out, session={"exitstatus": 1}, malformed=1)
+    real, tampered, trip = judge_report(rep, 1, True, TRIP)
+    assert trip is None and tampered == [
+        "1 record(s) on the verdict channel that the plugin never writes: forged records"]

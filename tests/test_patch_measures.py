@@ -53,7 +53,7 @@ def test_rule_tiers():
     assert _tier("E711") == "style" and _tier("UP035") == "style"
 
 
-def test_parse_records_reads_every_kind_and_skips_bad_ones():
+def test_parse_records_reads_every_kind_and_counts_bad_ones():
     records = [
         '{"k": "started"}',
         '{"k": "raw", "id": "t.py::a", "v": "passed"}',
@@ -71,3 +71,12 @@ def test_parse_records_reads_every_kind_and_skips_bad_ones():
     assert rep.raw == {"t.py::a": "passed"} and rep.conflicts == ["t.py::b"]
     assert rep.session == {"k": "session", "exitstatus": 1, "collected": 2}
     assert rep.collection_errors == ["u.py"] and rep.tamper == ["replaced under the tests: x"]
+    assert rep.malformed == 2  # the plugin never writes these: forged (judge_report)
+
+
+def test_parse_records_never_raises_on_a_record_nested_too_deep():
+    # red3 (tests/redteam/found/deep_json_record_unscored.patch): code under test that found
+    # the channel wrote a nonce-tagged record nested 50,000 deep; json.loads raised
+    # RecursionError on the host and the rollout came back as status error
+    rep = parse_records(["[" * 50000 + "]" * 50000, '{"k": "started"}', '"x"', '{"k": "?"}'])
+    assert rep.started and rep.malformed == 3

@@ -115,19 +115,26 @@ class StreamedReport:
     tamper: list[str] = field(default_factory=list)
     started: bool = False
     conflicts: list[str] = field(default_factory=list)
+    malformed: int = 0
 
 
 def parse_records(records: list[str]) -> StreamedReport:
-    """Read the plugin's records (JSON texts, in the order streamed; pure). Records that are
-    not JSON objects of a known kind are ignored (only lines with the run's nonce get here)."""
+    """Read the plugin's records (JSON texts, in the order streamed; pure; never raises).
+    Records that are not JSON objects of a known kind are counted in ``malformed``: only
+    lines with the run's nonce get here, and the plugin writes none such, so they come from
+    code that found the channel (red3: a record nested 50,000 deep made ``json.loads`` raise
+    RecursionError on the host, and the rollout came back unscored)."""
     rep = StreamedReport()
     for line in records:
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError, MemoryError):
+            rep.malformed += 1
             continue
         kind = obj.get("k") if isinstance(obj, dict) else None
-        if kind == "started":
+        if kind not in ("started", "test", "raw", "collection_error", "tamper", "session"):
+            rep.malformed += 1
+        elif kind == "started":
             rep.started = True
         elif kind == "test":
             nodeid, outcome = str(obj.get("id")), str(obj.get("outcome"))
@@ -136,6 +143,12 @@ def parse_records(records: list[str]) -> StreamedReport:
             rep.outcomes[nodeid] = outcome
         elif kind == "raw":
             nodeid, verdict = str(obj.get("id")), str(obj.get("v"))
+            if "h" in obj:  # the innermost wrapper writes the id in hex (no json on its path)
+                try:
+                    nodeid = bytes.fromhex(str(obj["h"])).decode("utf-8", "surrogatepass")
+                except ValueError:
+                    rep.malformed += 1
+                    continue
             if rep.raw.get(nodeid, verdict) != verdict:
                 rep.conflicts.append(nodeid)
             rep.raw[nodeid] = verdict
@@ -159,6 +172,7 @@ class RunnerResult:
     timed_out: bool
     foreign_lines: int
     output: str
+    channel: list[str] = field(default_factory=list)
 
 
 def read_runner_output(output: str, fetch=None) -> RunnerResult | None:
@@ -202,7 +216,7 @@ def _decode_result(blob: bytes) -> RunnerResult:
         raise InfraError(f"pytest runner: unreadable result: {exc}") from exc
     return RunnerResult(parse_records(data["records"]), int(data["exit"]),
                         bool(data["timed_out"]), int(data["foreign_lines"]),
-                        str(data["output"]))
+                        str(data["output"]), [str(c) for c in data.get("channel") or []])
 
 
 FAILING = ("failed", "error", "timeout", "xpassed")
@@ -231,6 +245,7 @@ class Tripwire:
 
 def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: Tripwire,
                  embedded: EmbeddedTripwire | None = None, foreign_lines: int = 0,
+                 channel: list[str] = (),
                  ) -> tuple[dict[str, str], list[str], str | None]:
     """Cross-check the streamed report with the exit code, the raw call verdicts and the
     tripwires (pure).
@@ -241,7 +256,9 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
     to its end. Report not to be believed (tampering; every test then counts as failed): the
     plugin saw pytest's runner rewired, a test reported passed whose own call did not pass
     (or never ran), a test reported twice with different verdicts, lines on the verdict
-    channel without the run's nonce, a session record disagreeing with the exit code,
+    channel without the run's nonce or that the plugin never writes, the channel itself
+    rewired in the pytest process (``channel``, from the supervisor), a session record
+    disagreeing with the exit code,
     verdicts disagreeing with it (exit 0 with failures, exit 1 without), or a session that
     ended before the must-fail tripwire reported.
     """
@@ -275,6 +292,11 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
     if report.conflicts:
         tampered.append(f"{len(report.conflicts)} test(s) reported twice with different "
                         f"verdicts, e.g. {report.conflicts[0]}")
+    tampered += [f"the verdict channel was rewired in the pytest process: {why}"
+                 for why in channel]
+    if report.malformed:
+        tampered.append(f"{report.malformed} record(s) on the verdict channel that the plugin "
+                        "never writes: forged records")
     if foreign_lines:
         tampered.append(f"{foreign_lines} line(s) on the verdict channel without the run's "
                         "nonce: forged records")
@@ -336,7 +358,7 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     finished = (report.session is not None and runner.exit_code in COMPLETED_EXIT
                 and not timed_out)
     real, tampered, tripwire = judge_report(report, runner.exit_code, finished, trip,
-                                            embedded, runner.foreign_lines)
+                                            embedded, runner.foreign_lines, runner.channel)
     if runner.exit_code == SUBVERTED_EXIT and not timed_out:
         marker = "proctor: the code under test "
         tripwire = ("the runner's audit hook stopped the code under test: "

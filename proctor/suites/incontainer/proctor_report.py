@@ -112,7 +112,7 @@ def make_plugin(fd, nonce, repo, changed=None):
 
     root = os.path.realpath(repo) + os.sep
     suspects = None if changed is None else {os.path.realpath(root + p) for p in changed}
-    plugin = _ReportPlugin(send, root, suspects)
+    plugin = _ReportPlugin(send, root, suspects, (write, fd, tag))
     send({"k": "started"})
     return plugin
 
@@ -140,9 +140,33 @@ def _is_foreign(function, plugin, repo, suspects):
     return path.startswith(repo) and os.path.basename(path) != "conftest.py"
 
 
+def _raw_call(state, *args, **kwargs):
+    """The test function's stand-in for one call (bound to ``state`` with
+    :class:`types.MethodType`): runs the original and writes its raw verdict itself. Nothing
+    on this path can be rebound without the runner's audit hook seeing it: ``state`` is a
+    tuple (the original, the three pre-built records, ``os.write``, the channel's fd, the
+    skip exception class), the bound method's attributes are read-only, this function is a
+    module binding checked by identity and its code object is guarded. No instance
+    attribute, closure cell or ``json`` global is read (red3: a ``_send`` shadowed on the
+    plugin instance, found through frames, rewrote every raw verdict to passed)."""
+    original, passed, failed, skipped, write, fd, skip = state
+    try:
+        result = original(*args, **kwargs)
+    except BaseException as exc:
+        data = skipped if isinstance(exc, skip) else failed
+        while data:
+            data = data[write(fd, data):]
+        raise
+    data = passed
+    while data:
+        data = data[write(fd, data):]
+    return result
+
+
 class _ReportPlugin:
-    def __init__(self, send, repo, suspects):
+    def __init__(self, send, repo, suspects, channel=None):
         self._send, self._repo, self._suspects = send, repo, suspects
+        self._channel = channel
         self._tests = {}
         self._items = {}
         self._hooks = None
@@ -241,18 +265,26 @@ class _ReportPlugin:
         innermost = isinstance(item, pytest.Function) and \
             type(item).runtest is self._plain_runtest
         if innermost:
-            original, raw = item.obj, self._raw
+            original = item.obj
+            if self._channel is None:  # (unit tests build the plugin without a channel)
+                raw = self._raw
 
-            @functools.wraps(original)
-            def call(*args, **kwargs):
-                try:
-                    result = original(*args, **kwargs)
-                except BaseException as exc:
-                    raw(item.nodeid, exc)
-                    raise
-                raw(item.nodeid)
-                return result
-
+                @functools.wraps(original)
+                def call(*args, **kwargs):
+                    try:
+                        result = original(*args, **kwargs)
+                    except BaseException as exc:
+                        raw(item.nodeid, exc)
+                        raise
+                    raw(item.nodeid)
+                    return result
+            else:
+                write, fd, tag = self._channel
+                head = tag + b'{"k": "raw", "h": "' + item.nodeid.encode(
+                    "utf-8", "surrogatepass").hex().encode() + b'", "v": "'
+                call = types.MethodType(_raw_call, (
+                    original, head + b'passed"}\n', head + b'failed"}\n',
+                    head + b'skipped"}\n', write, fd, pytest.skip.Exception))
             item.obj = call
         try:
             result = yield

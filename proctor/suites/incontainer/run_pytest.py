@@ -123,19 +123,24 @@ def _parse_argv(argv):
     return repo, deadline, own.get("--changed-from"), own.get("--out-dir", "/tmp"), rest
 
 
-def _child(repo, args, rec_fd, nonce, changed_from):
+def _free_fd():
+    """A random unused fd number (drawn by the supervisor before the fork, so it knows
+    where the child keeps the verdict channel)."""
+    import secrets
+
+    fd = 64 + secrets.randbelow(900)
+    while True:
+        try:
+            os.fstat(fd)
+            fd += 1
+        except OSError:
+            return fd
+
+
+def _child(repo, args, rec_fd, nonce, changed_from, fd):
     """Runs in the forked child: never returns."""
     try:
-        _set_dumpable(True)  # only the supervisor needs hiding
-        import secrets
-
-        fd = 64 + secrets.randbelow(900)
-        while True:
-            try:
-                os.fstat(fd)
-                fd += 1
-            except OSError:
-                break
+        _set_dumpable(True)  # only the supervisor needs hiding (and reads its fd table)
         os.dup2(rec_fd, fd, inheritable=False)
         os.close(rec_fd)
         changed = None
@@ -187,11 +192,39 @@ class _Streams:
             self.buf, self.foreign = b"", self.foreign + 1
 
 
-def _supervise(pid, rec_r, out_r, nonce, deadline):
+def _channel_check(pid, fd, pipe):
+    """Why the child's verdict channel is no longer what the supervisor gave it, or None:
+    fd ``fd`` of ``pid`` must be the channel's pipe (``pipe``: its ``/proc`` link text) and
+    no other fd of the child may be (red3: code under test dup'ed the channel away, put a
+    pipe of its own at the fd, and relayed the plugin's records rewritten). None as well
+    when the child's fd table cannot be read (it has exited)."""
+    where = f"/proc/{pid}/fd"
+    try:
+        links = {}
+        for name in os.listdir(where):
+            try:
+                links[int(name)] = os.readlink(f"{where}/{name}")
+            except OSError:
+                continue
+    except OSError:
+        return None
+    if not links:
+        return None
+    if links.get(fd) != pipe:
+        return f"the verdict channel's fd now holds {links.get(fd, 'nothing')!r:.60}"
+    others = sorted(n for n, link in links.items() if link == pipe and n != fd)
+    if others:
+        return f"the verdict channel was duplicated to fd {others[0]}"
+    return None
+
+
+def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
     import selectors
     import signal
     import time
 
+    pipe = f"pipe:[{os.fstat(rec_r).st_ino}]"
+    channel = []
     start = time.monotonic()
     sel = selectors.DefaultSelector()
     sel.register(rec_r, selectors.EVENT_READ, "rec")
@@ -231,6 +264,12 @@ def _supervise(pid, rec_r, out_r, nonce, deadline):
                 streams.take(key.data, chunk)
             else:
                 sel.unregister(key.fd)
+        # Once the plugin has started (the child has put the channel in place), on every
+        # round: the channel is still the child's, at its fd, and nowhere else.
+        if fd is not None and status is None and streams.records and not channel:
+            why = _channel_check(pid, fd, pipe)
+            if why:
+                channel.append(why)
     if streams.buf:
         streams.foreign += 1
     if status is None:
@@ -238,7 +277,8 @@ def _supervise(pid, rec_r, out_r, nonce, deadline):
     code = os.waitstatus_to_exitcode(status)
     return {"records": streams.records, "exit": code if code >= 0 else 128 - code,
             "signal": -code if code < 0 else None, "timed_out": timed_out,
-            "foreign_lines": streams.foreign, "output": streams.out.decode("utf-8", "replace"),
+            "foreign_lines": streams.foreign, "channel": channel,
+            "output": streams.out.decode("utf-8", "replace"),
             "output_bytes": streams.out_total}
 
 
@@ -276,6 +316,7 @@ def main():
     nonce = secrets.token_hex(16)
     rec_r, rec_w = os.pipe()
     out_r, out_w = os.pipe()
+    fd = _free_fd()
     pid = os.fork()
     if pid == 0:
         os.close(rec_r)
@@ -284,11 +325,11 @@ def main():
         os.dup2(out_w, 2)
         os.close(out_w)
         os.setpgid(0, 0)
-        _child(repo, args, rec_w, nonce, changed_from)
+        _child(repo, args, rec_w, nonce, changed_from, fd)
         os._exit(3)  # not reached
     os.close(rec_w)
     os.close(out_w)
-    result = _supervise(pid, rec_r, out_r, nonce, deadline)
+    result = _supervise(pid, rec_r, out_r, nonce, deadline, fd)
     _emit(result, out_dir)
     os._exit(result["exit"])
 
