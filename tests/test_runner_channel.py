@@ -574,3 +574,27 @@ def test_a_channel_rewired_at_the_fd_level_is_seen_by_the_supervisor(tmp_path):
     assert trip is None
     assert any("the verdict channel was rewired in the pytest process" in t
                for t in tampered), tampered
+
+
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
+                                     pytest.param("local", marks=pytest.mark.local)])
+def test_a_test_timing_out_inside_patched_code_is_not_tampering(request, backend):
+    # regression: pytest-timeout's SIGALRM handler calls sys._current_frames on top of the
+    # interrupted frame (patched code); the audit hook walked past the handler's frames (the
+    # local backend's venv site-packages sits under its stdlib prefix) and blamed the patch.
+    from proctor.sandbox.backends import open_sandbox
+    from proctor.sandbox.base import Limits
+    from proctor.suites.pytest_runner import install_harness, run_suite
+
+    env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
+    with open_sandbox(backend, env, Limits(), None, 600) as sb:
+        install_harness(sb)
+        sb.put_files("/work/repo", {
+            "lib.py": b"def first():\n    while True:\n        pass\n",
+            "test_l.py": b"from lib import first\n\n\ndef test_a():\n    first()\n\n\n"
+                         b"def test_b():\n    assert 1\n"})
+        run = run_suite(sb, "public", rootdir="/work/repo", repo="/work/repo",
+                        targets=["test_l.py"], per_test_timeout=2, suite_timeout=30,
+                        changed=["lib.py"])
+    assert not run.tampered and run.tripwire is None, run.tampered
+    assert run.outcomes == {"test_l.py::test_a": "timeout", "test_l.py::test_b": "passed"}

@@ -333,7 +333,7 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     # At a random place among the targets: "spare the last module" must not find it.
     ordered = list(targets)
     ordered.insert(secrets.randbelow(len(ordered) + 1), f"{trip.dir}/{trip.module}")
-    deadline = max(1.0, suite_timeout - DEADLINE_MARGIN_S)
+    deadline = max(1.0, suite_timeout - min(DEADLINE_MARGIN_S, 0.1 * suite_timeout))
     argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline,
                        f"{trip.dir}/changed.json" if changed is not None else None)
     # No `timeout` wrapper: only the (non-dumpable) supervisor holds the exec's output.

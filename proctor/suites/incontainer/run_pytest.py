@@ -47,30 +47,36 @@ REACHING_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_refer
                              "sys.settrace", "sys.setprofile", "sys._current_frames"})
 
 
+PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")  # inside a venv's lib/pythonX.Y too
+
+
 def _install_guard(suspects=(), report=None):
     """``suspects``: absolute paths of the files the patch touched; ``report(why)`` sends a
-    tampering record when code in one of them (up to 8 frames up) raises a REACHING_EVENT."""
+    tampering record when code in one of them raises a REACHING_EVENT: the caller, or the
+    first caller outside the standard library (a stdlib helper may do the call for it).
+    Never further: pytest-timeout's signal handler calls ``sys._current_frames`` on top of
+    whatever frame it interrupted, a test looping in patched code included."""
+    import sysconfig
     import types
 
     exit_now, write, getframe = os._exit, os.write, sys._getframe
     err = os.dup(2)  # the real stderr: pytest's capture replaces fd 2 while tests run
     allowed = types.coroutine.__code__  # the code object itself: a file name can be faked
     suspects, said = frozenset(suspects), set()
+    stdlib = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib"))
 
     def guard(event, args):
         if event in REACHING_EVENTS:
             if report is None or event in said or not suspects:
                 return
             frame = getframe(1)
-            for _ in range(8):
-                if frame is None:
-                    return
-                if frame.f_code.co_filename in suspects:
-                    said.add(event)
-                    report(f"code the patch touched called {event} "
-                           f"({frame.f_code.co_filename}:{frame.f_lineno})")
-                    return
+            while frame is not None and frame.f_code.co_filename.startswith(stdlib) and not \
+                    any(d in frame.f_code.co_filename for d in PACKAGE_DIRS):
                 frame = frame.f_back
+            if frame is not None and frame.f_code.co_filename in suspects:
+                said.add(event)
+                report(f"code the patch touched called {event} "
+                       f"({frame.f_code.co_filename}:{frame.f_lineno})")
             return
         if event == "sys.addaudithook":
             why = "installed an audit hook"
