@@ -80,3 +80,21 @@ def test_parse_records_never_raises_on_a_record_nested_too_deep():
     # RecursionError on the host and the rollout came back as status error
     rep = parse_records(["[" * 50000 + "]" * 50000, '{"k": "started"}', '"x"', '{"k": "?"}'])
     assert rep.started and rep.malformed == 3
+
+
+def test_a_result_that_inflates_past_the_cap_is_tampering_not_a_host_crash():
+    # red3: code that learned the nonce could stream records without end; the host would
+    # inflate and parse them all. Over MAX_RESULT_BYTES decompressed: tampering.
+    import base64
+    import zlib
+
+    import pytest
+
+    from proctor.suites import pytest_runner
+    from proctor.suites.pytest_runner import RESULT_PREFIX, ResultAltered, read_runner_output
+
+    bomb = zlib.compress(b"[" + b" " * (pytest_runner.MAX_RESULT_BYTES + 10) + b"]", 9)
+    line = RESULT_PREFIX + base64.b64encode(bomb).decode()
+    assert len(line) < pytest_runner.MAX_RESULT_BYTES // 100
+    with pytest.raises(ResultAltered, match="over"):
+        read_runner_output(line)

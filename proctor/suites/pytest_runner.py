@@ -35,6 +35,8 @@ SUBVERTED_EXIT = 86
 RESULT_PREFIX = "PROCTOR-RESULT "
 HARNESS_ERROR = "PROCTOR-HARNESS-ERROR "
 RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "
+#: Largest decompressed result believed (bytes): ~1 KiB per test for 100,000 tests.
+MAX_RESULT_BYTES = 128 * 1024**2
 #: The supervisor stops pytest this long (s) before the outer timeout, to report in time.
 DEADLINE_MARGIN_S = 5.0
 
@@ -210,8 +212,15 @@ class ResultAltered(Exception):
 
 
 def _decode_result(blob: bytes) -> RunnerResult:
+    """Decode one result, at most ``MAX_RESULT_BYTES`` once decompressed: a bigger one holds
+    records the plugin never writes at that rate (red3: code that learned the nonce could
+    make every rollout cost the scoring host gigabytes), so it is tampering."""
     try:
-        data = json.loads(zlib.decompress(base64.b64decode(blob)))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(blob), MAX_RESULT_BYTES)
+        if inflate.unconsumed_tail:
+            raise ResultAltered(f"the runner's result is over {MAX_RESULT_BYTES} bytes")
+        data = json.loads(raw)
     except (ValueError, zlib.error) as exc:
         raise InfraError(f"pytest runner: unreadable result: {exc}") from exc
     return RunnerResult(parse_records(data["records"]), int(data["exit"]),
