@@ -39,7 +39,7 @@ from proctor.harness.patch_input import ScreenedPatch, screen_patch
 from proctor.harness.shadowing import image_top_level_modules, shadowing_reasons
 from proctor.harness.suites_in_sandbox import (
     baseline_runner,
-    open_task_sandbox,
+    open_patched_sandbox,
     run_hidden,
     run_public,
 )
@@ -48,7 +48,6 @@ from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import (
     APPLY_STRATEGIES,
     REPO,
-    apply_patch,
     kill_user_processes,
     place_bench_dir,
 )
@@ -185,22 +184,16 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     timeouts = task.config.timeouts
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
-    def sandbox():
-        return open_task_sandbox(task, tag, limits, rec.rollout_id, backend=backend,
-                                 ttl_s=ttl)
+    def sandbox():  # fresh container, repo copied in and the patch applied: one command
+        return open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
+                                    backend=backend, ttl_s=ttl,
+                                    timeout=deadline.budget(STEP_TIMEOUT_S))
 
-    def hidden_sandbox():  # prepared while the public suite runs (the other core)
-        sb = sandbox()
-        try:
-            return sb, apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
-        except BaseException:
-            sb.close()
-            raise
-
+    hidden_sandbox = sandbox  # prepared while the public suite runs (the other core)
     stack = ExitStack()
-    with stack, timer("sandbox"), sandbox() as sb:
+    sb, applied = sandbox()
+    with stack, timer("sandbox"), sb:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
-        applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
                                          else 1, duration_s=round(applied.duration_s, 3),

@@ -10,7 +10,7 @@ from proctor.errors import TaskConfigError
 from proctor.harness.task import Task
 from proctor.harness.workspace import (
     REPO,
-    apply_patch,
+    ApplyResult,
     kill_user_processes,
     place_hidden_tests,
     prepare_repo,
@@ -28,14 +28,26 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
     """A fresh sandbox of ``backend`` (from ``image``: the environment
     :func:`proctor.sandbox.backends.resolve_env` gave) holding the repo as a single-commit
     git repo and the harness files. The caller closes it (use ``with``)."""
+    return open_patched_sandbox(task, image, None, limits, run_id, backend=backend,
+                                ttl_s=ttl_s)[0]
+
+
+def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
+                         limits: Limits = Limits(), run_id: str | None = None, *,
+                         backend: str = "docker", ttl_s: float = 3600.0,
+                         timeout: float = 120.0) -> tuple[Sandbox, ApplyResult | None]:
+    """Like :func:`open_task_sandbox`, with ``patch`` applied (``git apply`` and its
+    fallbacks) in the same sandbox command as the copy of the repo: (sandbox, how the
+    patch applied, None without a patch). A patch that does not apply leaves the pristine
+    repo (``applied`` False); the caller closes the sandbox either way."""
     sb = open_sandbox(backend, image, limits, run_id, ttl_s)
     try:
-        prepare_repo(sb, task)
+        applied = prepare_repo(sb, task, timeout, patch)
         install_harness(sb)
     except BaseException:
         sb.close()
         raise
-    return sb
+    return sb, applied
 
 
 def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
@@ -65,12 +77,11 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
 
     def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
         out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
-        with open_task_sandbox(task, image, limits, backend=backend) as sb:
-            if patch is not None:
-                applied = apply_patch(sb, patch)
-                if not applied.applied:
-                    raise TaskConfigError(
-                        f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
+        sb, applied = open_patched_sandbox(task, image, patch, limits, backend=backend)
+        with sb:
+            if applied is not None and not applied.applied:
+                raise TaskConfigError(
+                    f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
             for _ in range(runs):
                 out["public"].append(run_public(sb, task, task.config.timeouts.per_suite).outcomes)
                 out["hidden"].append(run_hidden(sb, task, task.config.timeouts.per_suite).outcomes)

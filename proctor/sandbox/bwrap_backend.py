@@ -45,7 +45,14 @@ from pathlib import Path
 
 from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox import cleanup
-from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Limits, Sandbox, register
+from proctor.sandbox.base import (
+    TIMEOUT_EXIT_CODES,
+    ExecResult,
+    Limits,
+    Sandbox,
+    register,
+    stdin_chunks,
+)
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
 
 KILL_AFTER_S = 3
@@ -342,9 +349,12 @@ class LocalSandbox(Sandbox):
         self._procs.add(proc)
         return proc
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None) -> ExecResult:
         start = time.monotonic()
-        proc = self._popen(list(argv), user=user, cwd=cwd, timeout=timeout, env=env)
+        proc = self._popen(list(argv), user=user, cwd=cwd, timeout=timeout, env=env,
+                           stdin=stdin is not None)
+        if stdin is not None:  # from a thread: the command may write before it reads
+            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         killed = threading.Event()
 
         def watchdog() -> None:
@@ -457,10 +467,13 @@ def _drain(pipe, keep: bytearray, limit: int = 4000) -> None:
         pass
 
 
-def _feed(pipe, data: bytes) -> None:
+def _feed(pipe, data) -> None:
+    """Write ``data`` (see :data:`~proctor.sandbox.base.Stdin`) to ``pipe``, then close it."""
     try:
-        pipe.write(data)
-    except OSError:
+        for chunk in stdin_chunks(data):
+            pipe.write(chunk)
+            pipe.flush()
+    except (OSError, ValueError):
         pass  # the command ended early; its exit code says why
     finally:
         try:

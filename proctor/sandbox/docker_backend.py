@@ -42,6 +42,7 @@ from proctor.sandbox.base import (
     Limits,
     Sandbox,
     register,
+    stdin_chunks,
 )
 from proctor.sandbox.engine import docker_client
 
@@ -151,7 +152,7 @@ class DockerSandbox(Sandbox):
             raise InfraError("sandbox is closed")
         return self._container
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None) -> ExecResult:
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None) -> ExecResult:
         container = self._alive()
         full = ["timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}", *argv]
         api = self._client.api
@@ -166,21 +167,21 @@ class DockerSandbox(Sandbox):
                 pass
 
         timer = threading.Timer(timeout + KILL_AFTER_S + WATCHDOG_SLACK_S, watchdog)
+        chunks, kept, dropped = [], 0, 0
         try:
             exec_id = api.exec_create(
                 container.id, full, environment=env or {}, workdir=cwd,
-                user=user or SANDBOX_USER, stdout=True, stderr=True,
+                user=user or SANDBOX_USER, stdin=stdin is not None, stdout=True, stderr=True,
             )["Id"]
             timer.start()
-            chunks, kept, dropped = [], 0, 0
-            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+            for chunk in self._output(exec_id, stdin):
                 room = self.limits.output_cap - kept
                 if room > 0:
                     chunks.append(chunk[:room])
                     kept += min(len(chunk), room)
                 dropped += max(0, len(chunk) - max(room, 0))
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        except (DockerException, RequestException) as exc:
+        except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"sandbox command failed to run ({argv[0]}): {exc}") from None
         finally:
             timer.cancel()
@@ -196,6 +197,24 @@ class DockerSandbox(Sandbox):
         if timed_out:  # children that left timeout's process group die too
             self.kill_user_processes()
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
+
+    def _output(self, exec_id: str, stdin):
+        """Start the exec and yield its merged stdout+stderr chunks; with ``stdin``, feed it
+        from a thread (the command may write before it reads) and close it after."""
+        api = self._client.api
+        if stdin is None:
+            yield from api.exec_start(exec_id, stream=True, demux=False)
+            return
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        raw.settimeout(None)  # a long quiet command is the watchdog's business
+        feeder = threading.Thread(target=_feed_socket, args=(raw, stdin), daemon=True)
+        try:
+            feeder.start()
+            for _stream, data in frames_iter(raw, tty=False):
+                yield data
+        finally:
+            sock.close()
 
     def kill_user_processes(self, settle_s: float = 10.0) -> None:
         """SIGKILL every process of the sandbox user but PID 1, through PID 1 (no command
@@ -288,3 +307,18 @@ class DockerSandbox(Sandbox):
         except (APIError, RequestException) as exc:
             raise InfraError(
                 f"cannot remove sandbox container {container.id[:12]}: {exc}") from None
+
+
+def _feed_socket(raw, stdin) -> None:
+    """Send ``stdin``'s chunks on an exec's hijacked socket, then close its write side (the
+    command's end of input). A command that ended early, or a closed socket, stops it."""
+    try:
+        for chunk in stdin_chunks(stdin):
+            raw.sendall(chunk)
+    except OSError:
+        pass  # the command ended early; its exit code says why
+    finally:
+        try:
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
