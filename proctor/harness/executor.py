@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -180,20 +180,22 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     if shadowing:  # a new top-level module named like one the image has installed
         return _violation(rec, shadowing, task, blockers)
 
-    # 3. Sandbox: fresh container, single-commit repo, git apply.
-    timeouts = task.config.timeouts
+    # 3. Sandbox: fresh container, single-commit repo, git apply (one command). The second
+    # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
+    # reaches them) is made at once, in parallel, and closed unused on any early return.
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
-    def sandbox():  # fresh container, repo copied in and the patch applied: one command
-        return open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
-                                    backend=backend, ttl_s=ttl,
-                                    timeout=deadline.budget(STEP_TIMEOUT_S))
+    def sandbox():
+        return open_patched_sandbox(task, tag, data, limits, rec.rollout_id, backend=backend,
+                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S))
 
-    hidden_sandbox = sandbox  # prepared while the public suite runs (the other core)
-    stack = ExitStack()
-    sb, applied = sandbox()
-    with stack, timer("sandbox"), sb:
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+    with ExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
+        second, taken = pool.submit(sandbox), []
+        stack.callback(_close_unused, second, taken)
+        with timer("sandbox"):  # create + copy + apply
+            sb, applied = sandbox()
+        stack.callback(sb.close)
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
                                          else 1, duration_s=round(applied.duration_s, 3),
@@ -209,61 +211,87 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
-        second, taken = pool.submit(hidden_sandbox), []
-        stack.callback(_close_unused, second, taken)
 
-        # 4. Measure, each step under its own timeout. Before any code of the patch runs:
-        # compiled and static analysis (both read files only). Then the public suite.
-        py_paths = _changed_python_files(summary)
+        # 4. Measure, each step under its own timeout. The second sandbox runs the hidden
+        # suite now, then mutation (its kill phase waits for the public suite's trusted
+        # killers), while the first runs, before any code of the patch: compiled and static
+        # analysis (files only); then the public suite.
+        public_run: Future = Future()
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
-        with timer("compiled"):
-            if py_paths:
-                snapshot = snapshot_changed_files(sb, REPO, py_paths)
-                m.compiled, rec.evidence["compiled"] = check_compiles(
-                    sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
-            else:
-                m.notes["compiled"] = "no .py file changed"
-        with timer("static_analysis"):
-            if py_paths:
-                static = run_static_analysis(sb, snapshot, py_paths,
-                                             deadline.budget(STEP_TIMEOUT_S))
-                m.static_analysis = 0.0 if static.step_failed else static_score(
-                    static.error_count)
-                rec.evidence["static_analysis"] = static.evidence
-            else:
-                m.notes["static_analysis"] = "no .py file changed"
-        with timer("public_tests"):
-            public = run_public(sb, task, deadline.budget(timeouts.per_suite))
-
-        # The hidden suite runs in a second fresh sandbox with the same patch applied, so
-        # nothing the code started or wrote during the public run (a daemon, a file
-        # anywhere) reaches it.
-        sb_hidden, again = second.result()
-        taken.append(sb_hidden)
-    with timer("sandbox_hidden"), sb_hidden as sb:
-        if again.strategy != applied.strategy:
-            raise InfraError(f"the patch applied with {applied.strategy} in the first "
-                             f"sandbox but {again.strategy} in the second: {again.output[-500:]}")
-        with timer("hidden_tests"):
-            hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite))
-        with timer("mutation_score"):
-            kill_user_processes(sb)
-            mut = run_mutation(sb, task, data, applied.strategy, summary,
-                               trusted_killers(baseline, [public, hidden]),
-                               workers=max(1, int(limits.cpus)), cpus=limits.cpus,
-                               timeout=deadline.budget(task.config.mutation.timeout_s))
-            m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
-            if mut.note:
-                m.notes["mutation_score"] = mut.note
-            rec.flags.degraded = rec.flags.degraded or mut.degraded
-        with timer("performance"):
-            _measure_performance(rec, m, sb, task, deadline)
+        hidden_side = pool.submit(_second_sandbox_steps, rec, m, task, data, applied, summary,
+                                  baseline, limits, deadline, second, taken, public_run)
+        try:
+            _files_steps(rec, m, sb, summary, deadline)
+            with timer("public_tests"):
+                public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite))
+        except BaseException as exc:  # the second sandbox's mutation step waits for it
+            public_run.set_exception(exc)
+            raise
+        public_run.set_result(public)
+        sb.close()
+        hidden = hidden_side.result()
 
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
+
+
+def _files_steps(rec: RewardRecord, m: Measurements, sb, summary: PatchSummary,
+                 deadline: _Deadline) -> None:
+    """``compiled`` and ``static_analysis``: they read files only, and run before any code
+    of the patch (from a root-owned snapshot of the changed files)."""
+    py_paths = _changed_python_files(summary)
+    timer = _phase_timer(rec)
+    if not py_paths:
+        m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
+        return
+    with timer("compiled"):
+        snapshot = snapshot_changed_files(sb, REPO, py_paths)
+        m.compiled, rec.evidence["compiled"] = check_compiles(
+            sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
+    with timer("static_analysis"):
+        static = run_static_analysis(sb, snapshot, py_paths, deadline.budget(STEP_TIMEOUT_S))
+        m.static_analysis = 0.0 if static.step_failed else static_score(static.error_count)
+        rec.evidence["static_analysis"] = static.evidence
+
+
+def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,
+                          applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
+                          deadline: _Deadline, second: Future, taken: list,
+                          public_run: Future) -> SuiteRun:
+    """In the second sandbox (same patch, fresh container): the hidden suite, mutation
+    (killers: the trusted tests that passed, public ones from ``public_run``, which it
+    waits for only once its mutants are generated), the benchmark. Returns the hidden run;
+    fills ``m`` and ``rec``. Closes the sandbox."""
+    timer = _phase_timer(rec)
+    timeouts = task.config.timeouts
+    with timer("sandbox_hidden"):
+        sb, again = second.result()
+        taken.append(sb)
+        with sb:
+            if again.strategy != applied.strategy:
+                raise InfraError(f"the patch applied with {applied.strategy} in the first "
+                                 f"sandbox but {again.strategy} in the second: "
+                                 f"{again.output[-500:]}")
+            with timer("hidden_tests"):
+                hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite), fresh=True)
+            with timer("mutation_score"):
+                kill_user_processes(sb)
+                mut = run_mutation(
+                    sb, task, data, applied.strategy, summary,
+                    lambda: trusted_killers(baseline, [public_run.result(), hidden]),
+                    workers=max(1, int(limits.cpus)), cpus=limits.cpus,
+                    timeout=deadline.budget(task.config.mutation.timeout_s),
+                    killers_wait_s=deadline.budget(timeouts.per_suite) + 30)
+                m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+                if mut.note:
+                    m.notes["mutation_score"] = mut.note
+                rec.flags.degraded = rec.flags.degraded or mut.degraded
+            with timer("performance"):
+                _measure_performance(rec, m, sb, task, deadline)
+    return hidden
 
 
 def _git_paths_as_applied(data: bytes) -> set[str]:

@@ -57,11 +57,14 @@ def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
 
 
-def run_hidden(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:
+def run_hidden(sb: Sandbox, task: Task, timeout: float, *, fresh: bool = False) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
-    in now (read-only, to an unpredictable dir) and run them there."""
-    kill_user_processes(sb)
-    reset_scratch(sb)
+    in now (read-only, to an unpredictable dir) and run them there. ``fresh``: nothing of
+    the patch ran in ``sb`` yet (only the copy and ``git apply``): nothing to kill, /tmp and
+    HOME are still empty, so those two steps are skipped."""
+    if not fresh:
+        kill_user_processes(sb)
+        reset_scratch(sb)
     root = place_hidden_tests(sb, task)
     return run_suite(sb, "hidden", rootdir=root, repo=REPO, targets=task.hidden_files,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout)
