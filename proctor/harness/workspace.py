@@ -19,7 +19,7 @@ from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.harness.task import Task
-from proctor.sandbox.base import SANDBOX_UID, Sandbox
+from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
 
 REPO = "/work/repo"
 PATCH_PATH = "/proctor/in/patch.diff"
@@ -174,10 +174,11 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     """Replace the public test paths with their pristine copies (the patch's edits to them,
     and test files it added there, are gone)."""
     paths = task.config.tests.public
-    res = sb.run(["rm", "-rf", "--", *paths], timeout=timeout, cwd=REPO)
+    # One command: remove, then extract the pristine copies from stdin.
+    res = sb.run(["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
+                  *paths], timeout=timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
     if not res.ok:
         raise InfraError(f"cannot reset public tests: {res.output[-1000:]}")
-    sb.put_tree(REPO, task.repo, only=paths)
 
 
 def place_hidden_tests(sb: Sandbox, task: Task) -> str:
