@@ -58,3 +58,29 @@ def test_patch_that_does_not_apply_leaves_the_pristine_repo_and_git_s_message(
         assert "error" in applied.output and "@@proctor" not in applied.output
         status = sb.run(["git", "status", "--porcelain"], timeout=30, cwd=REPO)
         assert status.ok and status.output == ""
+
+
+def test_harness_mount_holds_exactly_what_install_harness_puts(tmp_path, monkeypatch):
+    from proctor.harness.suites_in_sandbox import _PutRecorder, harness_mount
+    from proctor.suites.pytest_runner import HARNESS_DIR, install_harness
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path))
+    rec = _PutRecorder()
+    install_harness(rec)
+    [(_, files, _)] = rec.puts
+    mounts = harness_mount()
+    where = mounts[HARNESS_DIR]
+    assert {p.name: p.read_bytes() for p in where.iterdir()} == files
+    assert where.stat().st_mode & 0o777 == 0o555
+    assert {p.stat().st_mode & 0o777 for p in where.iterdir()} == {0o444}
+    assert harness_mount() == mounts  # content-addressed: written once, then reused
+    assert [p.name for p in where.parent.iterdir()] == [where.name]  # no temp dir left
+
+
+def test_scoring_sandbox_runs_the_harness_from_the_read_only_mount(toolz_task, docker_ready):
+    task = load_task(toolz_task)
+    sb, applied = open_patched_sandbox(task, docker_ready, None)
+    with sb:
+        res = sb.run(["sh", "-c", "ls /proctor/harness; touch /proctor/harness/x"],
+                     timeout=30, user="0:0")
+        assert "run_pytest.py" in res.output and "Read-only file system" in res.output

@@ -224,6 +224,28 @@ def test_huge_output_is_streamed_never_held_whole(open_sb):
     assert peak < 32 * MiB
 
 
+# ------------------------------------------------------------------ host directories
+
+
+def test_mounted_host_dir_is_visible_and_read_only_to_the_user_and_root(backend, request,
+                                                                        tmp_path, no_leaks):
+    env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "a.py").write_text("print('harness')\n")
+    with BACKENDS[backend](env, mounts={"/proctor/harness": tmp_path / "h"}) as sb:
+        assert sb.run([PY, "-I", "-B", "/proctor/harness/a.py"], timeout=30).output == "harness\n"
+        for user in (None, "0:0"):
+            res = sb.run(["sh", "-c", "{ echo x > /proctor/harness/a.py || "
+                          "rm -f /proctor/harness/a.py || touch /proctor/harness/b; "
+                          "chmod -R a+w /proctor/harness; } 2>/dev/null; "
+                          "cat /proctor/harness/a.py; ls /proctor/harness"], timeout=30,
+                         user=user)
+            assert res.output == "print('harness')\na.py\n", res.output
+        sb.put_files("/proctor/out", {"r.txt": b"1"})  # the other areas still work
+    assert (tmp_path / "h" / "a.py").read_text() == "print('harness')\n"
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["a.py"]
+
+
 # ------------------------------------------------------------------ standard input
 
 

@@ -6,6 +6,11 @@ both measure tests exactly the same way.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
 from proctor.errors import TaskConfigError
 from proctor.harness.task import Task
 from proctor.harness.workspace import (
@@ -19,7 +24,8 @@ from proctor.harness.workspace import (
 )
 from proctor.sandbox.backends import open_sandbox
 from proctor.sandbox.base import Limits, Sandbox
-from proctor.suites.pytest_runner import SuiteRun, install_harness, run_suite
+from proctor.suites.baseline import cache_dir
+from proctor.suites.pytest_runner import HARNESS_DIR, SuiteRun, install_harness, run_suite
 
 
 def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
@@ -40,14 +46,76 @@ def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
     fallbacks) in the same sandbox command as the copy of the repo: (sandbox, how the
     patch applied, None without a patch). A patch that does not apply leaves the pristine
     repo (``applied`` False); the caller closes the sandbox either way."""
-    sb = open_sandbox(backend, image, limits, run_id, ttl_s)
+    mounts = harness_mount()
+    sb = open_sandbox(backend, image, limits, run_id, ttl_s, mounts)
     try:
         applied = prepare_repo(sb, task, timeout, patch)
-        install_harness(sb)
+        if not mounts:
+            install_harness(sb)
     except BaseException:
         sb.close()
         raise
     return sb, applied
+
+
+class _PutRecorder:
+    """Stands in for a sandbox to record what :func:`install_harness` puts."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[str, dict[str, bytes], bool]] = []
+
+    def put_files(self, dest_dir: str, files: dict[str, bytes], *,
+                  read_only: bool = False) -> None:
+        self.puts.append((dest_dir, dict(files), read_only))
+
+
+def harness_mount() -> dict[str, Path] | None:
+    """``{HARNESS_DIR: host dir}``: a host copy of exactly the files
+    :func:`install_harness` puts (recorded from it), for the sandbox to show read-only from
+    its creation on, instead of one copy command per sandbox. The directory is named by
+    the files' sha256 under ``$PROCTOR_CACHE_DIR/harness`` (files 0444, directory 0555),
+    written once, atomically. None (copy as before) when ``install_harness`` does anything
+    but put read-only files into ``HARNESS_DIR`` or the directory cannot be written."""
+    rec = _PutRecorder()
+    try:
+        install_harness(rec)
+    except AttributeError:  # it used another sandbox method: not a plain copy any more
+        return None
+    if len(rec.puts) != 1 or rec.puts[0][0] != HARNESS_DIR or not rec.puts[0][2]:
+        return None
+    files = rec.puts[0][1]
+    if any("/" in name or name in ("", ".", "..") for name in files):
+        return None
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    where = cache_dir() / "harness" / digest.hexdigest()[:32]
+    try:
+        if not where.is_dir():
+            _write_read_only_dir(where, files)
+    except OSError:
+        return None
+    return {HARNESS_DIR: where}
+
+
+def _write_read_only_dir(where: Path, files: dict[str, bytes]) -> None:
+    where.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=where.parent))
+    try:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+            (tmp / name).chmod(0o444)
+        try:
+            tmp.rename(where)
+            where.chmod(0o555)
+            return
+        except OSError:
+            if not where.is_dir():  # not a lost race with another process
+                raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)  # lost a race: the other copy is the same
 
 
 def run_public(sb: Sandbox, task: Task, timeout: float) -> SuiteRun:

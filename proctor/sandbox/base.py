@@ -215,8 +215,12 @@ def tar_of_tree(root: Path, only: list[str] | None = None, read_only: bool = Fal
 
 
 #: name -> backend class. Each class is built as ``cls(env, limits=..., run_id=...,
-#: ttl_s=...)`` where ``env`` is what :func:`proctor.sandbox.backends.resolve_env` returns
-#: for that backend (Docker: an image tag; local: the tools' venv directory).
+#: ttl_s=..., mounts=...)`` where ``env`` is what :func:`proctor.sandbox.backends.resolve_env`
+#: returns for that backend (Docker: an image tag; local: the tools' venv directory) and
+#: ``mounts`` maps a directory inside (under ``/proctor``) to a host directory the sandbox
+#: shows read-only from its creation on, to root and the user alike (a bind mount; a
+#: root-owned read-only copy where the backend cannot bind, e.g. a remote engine): files
+#: the harness needs in every sandbox, at no command's cost.
 BACKENDS: dict[str, Callable[..., Sandbox]] = {}
 
 

@@ -28,9 +28,10 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from docker.errors import APIError, DockerException, NotFound
-from docker.types import Ulimit
+from docker.types import Mount, Ulimit
 from docker.utils.socket import frames_iter
 from requests.exceptions import RequestException
 
@@ -108,15 +109,27 @@ class DockerSandbox(Sandbox):
     """
 
     def __init__(self, image: str, *, limits: Limits = Limits(), run_id: str | None = None,
-                 ttl_s: float = 3600.0, client=None) -> None:
+                 ttl_s: float = 3600.0, client=None, mounts: dict[str, Path] | None = None
+                 ) -> None:
         self.limits = limits
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self._client = client or docker_client()
         self._container = None
         cleanup.track(self)
         try:
-            self._container = self._create(image, ttl_s)
+            binds = dict(mounts or {}) if self._can_bind() else {}
+            try:
+                self._container = self._create(image, ttl_s, binds)
+            except APIError as exc:  # a local socket to an engine elsewhere (docker-in-docker)
+                if not binds or "bind" not in str(exc):
+                    raise
+                self._remove_quietly()
+                binds = {}
+                self._container = self._create(image, ttl_s, binds)
             self.image_id = self._container.image.id
+            for inside, host in (mounts or {}).items():
+                if inside not in binds:  # the engine cannot see our files: copy them
+                    self.put_tree(inside, Path(host), read_only=True)
         except (DockerException, RequestException) as exc:
             self.close()
             raise InfraError(f"cannot start sandbox container from {image}: {exc}") from None
@@ -124,7 +137,12 @@ class DockerSandbox(Sandbox):
             self.close()
             raise
 
-    def _create(self, image: str, ttl_s: float):
+    def _can_bind(self) -> bool:
+        """The engine runs on this host (a local socket): it sees our directories."""
+        return str(getattr(self._client.api, "base_url", "")).startswith(
+            "http+docker://local")
+
+    def _create(self, image: str, ttl_s: float, binds: dict[str, Path]):
         lim = self.limits
         ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes)]
         if lim.cpu_seconds:
@@ -136,12 +154,22 @@ class DockerSandbox(Sandbox):
             nano_cpus=int(lim.cpus * 1e9), pids_limit=lim.pids, ulimits=ulimits,
             security_opt=["no-new-privileges"], cap_drop=["ALL"],
             labels=cleanup.labels(self.run_id, ttl_s), detach=True,
+            mounts=[Mount(target=inside, source=str(host), type="bind", read_only=True)
+                    for inside, host in binds.items()],
         )
         container = self._client.containers.create(
             image, command=["python3", "-c", PY_INIT], **kwargs)
         self._container = container
         container.start()
         return container
+
+    def _remove_quietly(self) -> None:
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.remove(force=True, v=True)
+            except (DockerException, RequestException):
+                pass
 
     @property
     def container_id(self) -> str | None:
