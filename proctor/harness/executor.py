@@ -62,7 +62,12 @@ from proctor.sandbox.base import Limits
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
-from proctor.suites.mutation import run_mutation, trusted_killers
+from proctor.suites.mutation import (
+    NO_PROGRESS_NOTE,
+    cannot_change_reward,
+    run_mutation,
+    trusted_killers,
+)
 from proctor.suites.pytest_runner import SuiteRun
 from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.snapshot import snapshot_changed_files
@@ -238,6 +243,14 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     return None
 
 
+def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
+    """The hidden run shows no progress and breaks nothing: mutation may not be able to
+    change the reward (decided with the public run, :func:`cannot_change_reward`), so it
+    waits for the public suite instead of starting at once. Pure."""
+    graded = grade_run(baseline.suites[hidden.suite], hidden.outcomes)
+    return graded.f2p_passed == 0 and graded.p2p_failed == 0
+
+
 def _files_steps(rec: RewardRecord, m: Measurements, sb, summary: PatchSummary,
                  deadline: _Deadline) -> None:
     """``compiled`` and ``static_analysis``: they read files only, and run before any code
@@ -278,17 +291,22 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
             with timer("hidden_tests"):
                 hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite), fresh=True)
             with timer("mutation_score"):
-                kill_user_processes(sb)
-                mut = run_mutation(
-                    sb, task, data, applied.strategy, summary,
-                    lambda: trusted_killers(baseline, [public_run.result(), hidden]),
-                    workers=max(1, int(limits.cpus)), cpus=limits.cpus,
-                    timeout=deadline.budget(task.config.mutation.timeout_s),
-                    killers_wait_s=deadline.budget(timeouts.per_suite) + 30)
-                m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
-                if mut.note:
-                    m.notes["mutation_score"] = mut.note
-                rec.flags.degraded = rec.flags.degraded or mut.degraded
+                if _no_progress_yet(baseline, hidden) and cannot_change_reward(
+                        {r.suite: grade_run(baseline.suites[r.suite], r.outcomes)
+                         for r in (public_run.result(), hidden)}):
+                    m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
+                else:
+                    kill_user_processes(sb)
+                    mut = run_mutation(
+                        sb, task, data, applied.strategy, summary,
+                        lambda: trusted_killers(baseline, [public_run.result(), hidden]),
+                        workers=max(1, int(limits.cpus)), cpus=limits.cpus,
+                        timeout=deadline.budget(task.config.mutation.timeout_s),
+                        killers_wait_s=deadline.budget(timeouts.per_suite) + 30)
+                    m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+                    if mut.note:
+                        m.notes["mutation_score"] = mut.note
+                    rec.flags.degraded = rec.flags.degraded or mut.degraded
             with timer("performance"):
                 _measure_performance(rec, m, sb, task, deadline)
     return hidden

@@ -37,7 +37,7 @@ from pathlib import PurePosixPath
 from proctor.harness.integrity import PatchSummary
 from proctor.harness.task import Task
 from proctor.harness.workspace import APPLY_STRATEGIES
-from proctor.record import Evidence
+from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
 from proctor.suites.baseline import Baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, SuiteRun
@@ -75,6 +75,26 @@ def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
         quarantined = baseline.suites[run.suite].quarantined
         out |= {t for t, o in run.outcomes.items() if o == "passed" and t not in quarantined}
     return sorted(out)
+
+
+#: Why mutation is not measured when it cannot change the reward (see
+#: :func:`cannot_change_reward`).
+NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes and no PASS_TO_PASS test "
+                    "broke, so progress is 0 and the quality components, which are "
+                    "multiplied by it, cannot change the reward")
+
+
+def cannot_change_reward(suites: dict[str, SuiteTests]) -> bool:
+    """True when the mutation score cannot change the total reward (pure): no suite has a
+    FAIL_TO_PASS test passing (progress p = 0, so ``p * w_mutation * score`` is 0 whatever
+    the score) and no suite with FAIL_TO_PASS tests has a PASS_TO_PASS test failing (so the
+    credit terms ``w_s * c_s`` are exactly 0 and re-sharing mutation's weight over them, as
+    a null component does, changes nothing either). Regression-guard penalties use nominal
+    weights and ``visible_only`` is 0 when no FAIL_TO_PASS test passes. The total is then
+    bit-identical with or without the measurement (``tests/test_mutation.py``).
+    ``suites``: suite name -> graded outcomes of this patched run."""
+    credit = [s for s in suites.values() if s.f2p_total > 0]
+    return bool(credit) and all(s.f2p_passed == 0 and s.p2p_failed == 0 for s in credit)
 
 
 def under(path: str, roots: list[str]) -> bool:
