@@ -166,7 +166,11 @@ class RolloutScorer:
                  preparer: TaskPreparer | None = None, cache: ResultCache | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.options = options or BatchOptions()
-        self.scorer = scorer or (lambda *a, **kw: score(*a, **kw))
+        # A worker per core keeps the cores busy: one rollout's steps then run one after the
+        # other (overlap off), which spares the speculative second sandbox of patches that
+        # end early (see proctor.score's ``overlap``).
+        overlap = self.options.n_workers < (os.cpu_count() or 1)
+        self.scorer = scorer or (lambda *a, **kw: score(*a, overlap=overlap, **kw))
         self.preparer = preparer or TaskPreparer()
         self.cache = cache if cache is not None else (
             ResultCache() if self.options.cache else None)

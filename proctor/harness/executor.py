@@ -23,6 +23,7 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
@@ -94,7 +95,7 @@ class _Deadline:
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
           group_id: str | None = None, sample_index: int | None = None,
           image: str | None = None, limits: Limits | None = None,
-          sandbox: str | None = None) -> RewardRecord:
+          sandbox: str | None = None, overlap: bool = True) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
@@ -104,6 +105,11 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         limits: sandbox limits; default: the task's ``[limits]``.
         sandbox: backend name (``docker``, ``local``); default: ``$PROCTOR_SANDBOX``, else
             Docker when an engine answers, else local.
+        overlap: make the second sandbox at once and run its steps (hidden suite, mutation)
+            alongside the first's (about 0.7 s less wall time per patch on an idle 2-core
+            host). False: one step after the other, the second sandbox made only once the
+            tamper check passed; for batches with a worker per core, where the cores are
+            busy anyway (same record either way).
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -125,7 +131,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         task = task if isinstance(task, Task) else load_task(task)
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
         _run_pipeline(rec, task, screened, data, image,
-                      limits or task.config.limits.to_limits(), sandbox)
+                      limits or task.config.limits.to_limits(), sandbox, overlap)
     except ProctorError as exc:
         _error(rec, exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
@@ -142,7 +148,8 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 
 
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
-                  image: str | None, limits: Limits, sandbox: str | None) -> None:
+                  image: str | None, limits: Limits, sandbox: str | None,
+                  overlap: bool = True) -> None:
     deadline = _Deadline(task.config.timeouts.per_patch)
     timer = _phase_timer(rec)
 
@@ -187,7 +194,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
     # 3. Sandbox: fresh container, single-commit repo, git apply (one command). The second
     # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
-    # reaches them) is made at once, in parallel, and closed unused on any early return.
+    # reaches them) is made at once, in parallel, and closed unused on any early return
+    # (``overlap``; else only once the tamper check passed).
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
     def sandbox():
@@ -196,8 +204,10 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
     with ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
-        second, taken = pool.submit(sandbox), []
-        stack.callback(_close_unused, second, taken)
+        taken: list = []
+        if overlap:
+            second = pool.submit(sandbox)
+            stack.callback(_close_unused, second, taken)
         with timer("sandbox"):  # create + copy + apply
             sb, applied = sandbox()
         stack.callback(sb.close)
@@ -220,12 +230,15 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         # 4. Measure, each step under its own timeout. The second sandbox runs the hidden
         # suite now, then mutation (its kill phase waits for the public suite's trusted
         # killers), while the first runs, before any code of the patch: compiled and static
-        # analysis (files only); then the public suite.
+        # analysis (files only); then the public suite. Without ``overlap``: the first
+        # sandbox's steps, then the second's.
         public_run: Future = Future()
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
-        hidden_side = pool.submit(_second_sandbox_steps, rec, m, task, data, applied, summary,
-                                  baseline, limits, deadline, second, taken, public_run)
+        hidden_steps = partial(_second_sandbox_steps, rec, m, task, data, applied, summary,
+                               baseline, limits, deadline)
+        if overlap:
+            hidden_side = pool.submit(hidden_steps, second, taken, public_run)
         try:
             _files_steps(rec, m, sb, summary, deadline)
             with timer("public_tests"):
@@ -235,7 +248,12 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             raise
         public_run.set_result(public)
         sb.close()
-        hidden = hidden_side.result()
+        if overlap:
+            hidden = hidden_side.result()
+        else:
+            second = pool.submit(sandbox)
+            stack.callback(_close_unused, second, taken)
+            hidden = hidden_steps(second, taken, public_run)
 
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)
