@@ -126,7 +126,7 @@ class DockerSandbox(Sandbox):
                 self._remove_quietly()
                 binds = {}
                 self._container = self._create(image, ttl_s, binds)
-            self.image_id = self._container.image.id
+            self.image_id = self._container.attrs.get("Image")  # no extra image lookup
             for inside, host in (mounts or {}).items():
                 if inside not in binds:  # the engine cannot see our files: copy them
                     self.put_tree(inside, Path(host), read_only=True)
