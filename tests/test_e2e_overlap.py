@@ -73,3 +73,20 @@ def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_to
         assert "hidden_tests_s" not in rec.timing and "public_tests_s" not in rec.timing
         ours = [sb for sb in opened if sb.run_id == rec.rollout_id]  # not the baseline's
         assert len(ours) == n and all(sb.leftovers() == [] for sb in opened)
+
+
+@pytest.mark.parametrize("where", ["first", "second"])
+def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
+        toolz_task, toolz_patches, monkeypatch, opened, no_leaks, where):
+    from proctor.errors import InfraError
+    from proctor.harness import executor
+
+    def boom(*args, **kwargs):
+        raise InfraError(f"boom in the {where} sandbox")
+
+    target = "check_compiles" if where == "first" else "run_hidden"
+    monkeypatch.setattr(executor, target, boom)
+    rec = score(toolz_task, toolz_patches["reference"])
+    assert rec.status == "error" and rec.reward is None
+    assert rec.error.message == f"boom in the {where} sandbox" and rec.error.retryable
+    assert all(sb.leftovers() == [] for sb in opened)

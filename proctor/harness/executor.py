@@ -245,6 +245,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                 public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite))
         except BaseException as exc:  # the second sandbox's mutation step waits for it
             public_run.set_exception(exc)
+            if overlap:  # end the second sandbox's steps now, not after its hidden run
+                _close_now(second)
             raise
         public_run.set_result(public)
         sb.close()
@@ -367,6 +369,16 @@ def _close_unused(future, taken: list) -> None:
     try:
         sb, _ = future.result()
     except BaseException:  # noqa: BLE001 - it closed itself; the first error is the one raised
+        return
+    sb.close()
+
+
+def _close_now(future) -> None:
+    """Close the second sandbox whoever holds it (its steps then fail at once; the first
+    error is the one raised)."""
+    try:
+        sb, _ = future.result()
+    except BaseException:  # noqa: BLE001 - it closed itself
         return
     sb.close()
 
