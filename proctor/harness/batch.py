@@ -55,7 +55,9 @@ class BatchConfigError(ProctorError):
 class BatchOptions:
     """How to run a batch. ``workers``: concurrent rollouts (containers) per host, default
     the number of cores; ``image``: sandbox image tag (default: the built one); ``cache``:
-    use the result cache; ``retry``: policy for infrastructure errors."""
+    use the result cache; ``retry``: policy for infrastructure errors; ``overlap``: each
+    rollout's two sandboxes work side by side (see :func:`proctor.score`); None: only with
+    fewer workers than cores (with a worker per core the cores are busy anyway)."""
 
     workers: int | None = None
     executor: str = "local"
@@ -63,10 +65,18 @@ class BatchOptions:
     image: str | None = None
     cache: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    overlap: bool | None = None
 
     @property
     def n_workers(self) -> int:
         return max(1, self.workers or os.cpu_count() or 1)
+
+    @property
+    def overlapped(self) -> bool:
+        """Whether rollouts run with ``overlap`` (resolves None)."""
+        if self.overlap is not None:
+            return self.overlap
+        return self.n_workers < (os.cpu_count() or 1)
 
 
 # --------------------------------------------------------------------------- sandbox choice
@@ -166,10 +176,7 @@ class RolloutScorer:
                  preparer: TaskPreparer | None = None, cache: ResultCache | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.options = options or BatchOptions()
-        # A worker per core keeps the cores busy: one rollout's steps then run one after the
-        # other (overlap off), which spares the speculative second sandbox of patches that
-        # end early (see proctor.score's ``overlap``).
-        overlap = self.options.n_workers < (os.cpu_count() or 1)
+        overlap = self.options.overlapped
         self.scorer = scorer or (lambda *a, **kw: score(*a, overlap=overlap, **kw))
         self.preparer = preparer or TaskPreparer()
         self.cache = cache if cache is not None else (
@@ -295,8 +302,8 @@ def _run_local(items: list[BatchItem], options: BatchOptions,
 def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = None,
                 executor: str = "local", sandbox: str = "docker", image: str | None = None,
                 cache: bool = True, retries: int = 3,
-                on_record: Callable[[RewardRecord], None] | None = None
-                ) -> list[RewardRecord]:
+                on_record: Callable[[RewardRecord], None] | None = None,
+                overlap: bool | None = None) -> list[RewardRecord]:
     """Score many rollouts; returns one record per input, **in input order**.
 
     Args:
@@ -308,13 +315,15 @@ def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = Non
         cache: reuse results of identical patches (see :mod:`proctor.harness.result_cache`).
         retries: extra attempts for infrastructure errors, then kind ``blocked``.
         on_record: called with each record as it finishes (completion order).
+        overlap: each rollout's two sandboxes side by side (see :func:`proctor.score`);
+            None: only when there are fewer workers than cores.
 
     Raises:
         BatchConfigError: unknown executor or sandbox backend, or Ray not installed.
     """
     items = [item_from_obj(i, r) for i, r in enumerate(rollouts)]
     options = BatchOptions(workers=workers, executor=executor, sandbox=sandbox, image=image,
-                           cache=cache, retry=RetryPolicy(retries=retries))
+                           cache=cache, retry=RetryPolicy(retries=retries), overlap=overlap)
     out: list[RewardRecord | None] = [None] * len(items)
     for index, rec in iter_batch(items, options):
         out[index] = rec
