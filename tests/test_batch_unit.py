@@ -4,6 +4,7 @@ per-rollout scorer with a fake scoring function, resume, summary, usage errors."
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -64,7 +65,8 @@ class FakeScorer:
         self.delay, self.fail_first = delay, fail_first
         self.lock = threading.Lock()
 
-    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image, sandbox):
+    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image, sandbox,
+                 overlap=True):
         with self.lock:
             self.calls.append(patch)
             n = len(self.calls)
@@ -427,3 +429,22 @@ def test_baseline_is_computed_once_across_processes(tmp_path, tiny_task):
         p.join(60)
     counts = sorted(int((tmp_path / f"n{i}").read_text()) for i in range(3))
     assert counts == [0, 0, 1]
+
+
+def test_overlap_only_with_fewer_workers_than_cores_unless_asked(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=3).overlapped
+    assert not BatchOptions(workers=4).overlapped and not BatchOptions().overlapped
+    assert BatchOptions(workers=8, overlap=True).overlapped
+    assert not BatchOptions(workers=1, overlap=False).overlapped
+
+
+def test_default_scorer_passes_the_overlap_choice(monkeypatch):
+    from proctor.harness import batch
+
+    seen = []
+    monkeypatch.setattr(batch, "score", lambda *a, **kw: seen.append(kw["overlap"]))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    for workers, want in ((1, True), (2, False)):
+        RolloutScorer(BatchOptions(workers=workers)).scorer("task", b"patch")
+        assert seen.pop() is want
