@@ -84,3 +84,22 @@ def test_scoring_sandbox_runs_the_harness_from_the_read_only_mount(toolz_task, d
         res = sb.run(["sh", "-c", "ls /proctor/harness; touch /proctor/harness/x"],
                      timeout=30, user="0:0")
         assert "run_pytest.py" in res.output and "Read-only file system" in res.output
+
+
+def test_repo_archive_is_built_once_per_task_and_kept_on_disk(toolz_task, tmp_path,
+                                                              monkeypatch):
+    from proctor.harness import workspace
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    builds = []
+    real = workspace._build_repo_tar
+    monkeypatch.setattr(workspace, "_build_repo_tar", lambda repo: builds.append(repo)
+                        or real(repo))
+    task = load_task(toolz_task)
+    workspace._repo_tar.cache_clear()
+    first = repo_archive(task)
+    workspace._repo_tar.cache_clear()  # another process: reads the file
+    assert repo_archive(task) == first and len(builds) == 1
+    [kept] = (tmp_path / "cache" / "repos").iterdir()
+    assert kept.name.startswith(task.fingerprint) and kept.read_bytes() in first
+    workspace._repo_tar.cache_clear()

@@ -20,6 +20,7 @@ from pathlib import Path
 from proctor.errors import InfraError
 from proctor.harness.task import Task
 from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
+from proctor.suites.baseline import cache_dir
 
 REPO = "/work/repo"
 PATCH_PATH = "/proctor/in/patch.diff"
@@ -109,11 +110,36 @@ def _user_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-@lru_cache(maxsize=8)
+#: Bump when the archive's layout changes (keys the on-disk cache).
+_REPO_TAR_FORMAT = 1
+
+
+@lru_cache(maxsize=4)
 def _repo_tar(repo: str, fingerprint: str) -> bytes:
     """The task's repository as a fresh single-commit git repo, tarred under ``repo/``
-    (sandbox user's), without the end-of-archive blocks. ``fingerprint`` keys the cache:
-    a changed task gets a new archive."""
+    (sandbox user's), without the end-of-archive blocks. ``fingerprint`` keys the caches
+    (this process's last few, and ``$PROCTOR_CACHE_DIR/repos/``, written atomically): a
+    changed task gets a new archive, a batch over many tasks builds each once."""
+    path = cache_dir() / "repos" / f"{fingerprint}-v{_REPO_TAR_FORMAT}.tar"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    data = _build_repo_tar(repo)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as fh:
+            tmp = fh.name
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a cache only
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return data
+
+
+def _build_repo_tar(repo: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="proctor-repo-") as tmp:
         work = Path(tmp) / "repo"
         shutil.copytree(repo, work, symlinks=True,
