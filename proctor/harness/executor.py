@@ -4,13 +4,15 @@
                    pyproject.toml per section (no copy, no container)
     2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined; then refuse
                    new modules shadowing what the image has installed
-    3. sandbox     fresh container, repo as a single-commit git repo, `git apply`; then,
-                   before any code of the patch runs, the tamper checks (tree check,
-                   suspicious code, tests weakened, reference data altered)
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` (one
+                   command); then, before any code of the patch runs, the tamper checks
+                   (tree check, suspicious code, tests weakened, reference data altered)
     4. measure     compiled and static analysis (files only, before any code of the patch
-                   runs), public tests (pristine); then, in a second fresh sandbox with the
-                   same patch applied, hidden tests (copied in now), mutation score (changed
-                   lines, trusted killers), performance (task benchmark)
+                   runs), public tests (pristine); in a second fresh sandbox with the same
+                   patch applied (made at once, used once the tamper check passed; its steps
+                   alongside the first's unless ``overlap=False``): hidden tests (copied in
+                   now), mutation score (changed lines, trusted killers: its kill phase
+                   waits for the public run), performance (task benchmark)
     5. reward      pure function of the measurements
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
