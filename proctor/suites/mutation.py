@@ -279,7 +279,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                       agent_tests=agent_ok, agent_tests_screened_out=screened)
     control = f"{random.Random().choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
     spec = {
-        "root": f"{m}/repo", "killers": None, "killer_files": agent_ok,
+        "root": f"{m}/repo", "killers": [], "killer_files": agent_ok,  # set by the caller
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
                         "-p", "pytest_timeout", "-p", "no:cacheprovider",
                         f"--timeout={task.config.timeouts.per_test:g}",
