@@ -98,8 +98,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=200, help="rollouts per worker count")
     ap.add_argument("--bare-repeats", type=int, default=3)
     ap.add_argument("--overlap", choices=["auto", "on", "off"], default="auto",
-                    help="each rollout's two sandboxes side by side (auto: only with fewer "
-                    "workers than cores)")
+                    help="each rollout's two sandboxes side by side (auto: the default, on)")
     args = ap.parse_args()
     overlap = {"auto": None, "on": True, "off": False}[args.overlap]
     task_dir = Path(subprocess.run([sys.executable, str(ROOT / "examples/toolz/make_task.py")],

@@ -431,12 +431,11 @@ def test_baseline_is_computed_once_across_processes(tmp_path, tiny_task):
     assert counts == [0, 0, 1]
 
 
-def test_overlap_only_with_fewer_workers_than_cores_unless_asked(monkeypatch):
+def test_overlap_by_default_unless_asked_not_to(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=3).overlapped
-    assert not BatchOptions(workers=4).overlapped and not BatchOptions().overlapped
-    assert BatchOptions(workers=8, overlap=True).overlapped
-    assert not BatchOptions(workers=1, overlap=False).overlapped
+    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=4).overlapped
+    assert BatchOptions().overlapped and BatchOptions(workers=8, overlap=True).overlapped
+    assert not BatchOptions(workers=4, overlap=False).overlapped
 
 
 def test_default_scorer_passes_the_overlap_choice(monkeypatch):
@@ -444,7 +443,6 @@ def test_default_scorer_passes_the_overlap_choice(monkeypatch):
 
     seen = []
     monkeypatch.setattr(batch, "score", lambda *a, **kw: seen.append(kw["overlap"]))
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    for workers, want in ((1, True), (2, False)):
-        RolloutScorer(BatchOptions(workers=workers)).scorer("task", b"patch")
+    for overlap, want in ((None, True), (False, False), (True, True)):
+        RolloutScorer(BatchOptions(workers=2, overlap=overlap)).scorer("task", b"patch")
         assert seen.pop() is want

@@ -110,8 +110,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         overlap: make the second sandbox at once and run its steps (hidden suite, mutation)
             alongside the first's (about 0.7 s less wall time per patch on an idle 2-core
             host). False: one step after the other, the second sandbox made only once the
-            tamper check passed; for batches with a worker per core, where the cores are
-            busy anyway (same record either way).
+            tamper check passed: no speculative sandbox for patches that end early, but
+            measured no faster even with a worker per core (same record either way).
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
