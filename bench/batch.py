@@ -75,9 +75,9 @@ def rollouts(mk, task_dir: Path, n: int, offset: int) -> list[dict]:
     return out
 
 
-def run(batch: list[dict], workers: int) -> dict:
+def run(batch: list[dict], workers: int, overlap: bool | None = None) -> dict:
     start = time.monotonic()
-    records = score_batch(batch, workers=workers)
+    records = score_batch(batch, workers=workers, overlap=overlap)
     wall = time.monotonic() - start
     measured = [r.timing["total_s"] for r in records
                 if r.status == "scored" and r.reason is None and not r.timing.get("cache_hit")]
@@ -97,7 +97,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="rollouts per worker count")
     ap.add_argument("--bare-repeats", type=int, default=3)
+    ap.add_argument("--overlap", choices=["auto", "on", "off"], default="auto",
+                    help="each rollout's two sandboxes side by side (auto: the default, on)")
     args = ap.parse_args()
+    overlap = {"auto": None, "on": True, "off": False}[args.overlap]
     task_dir = Path(subprocess.run([sys.executable, str(ROOT / "examples/toolz/make_task.py")],
                                    check=True, capture_output=True, text=True
                                    ).stdout.split("\n")[-2])
@@ -112,9 +115,10 @@ def main() -> int:
           "(figures are only meaningful on a quiet machine)")
     results = []
     for workers, offset in ((1, 0), (2, args.n)):
-        res = run(rollouts(mk, task_dir, args.n, offset), workers)
+        res = run(rollouts(mk, task_dir, args.n, offset), workers, overlap)
         results.append(res)
-        print(f"workers {workers}: {res['n']} rollouts in {res['wall']:.1f} s = "
+        print(f"workers {workers} (overlap {args.overlap}): {res['n']} rollouts in "
+              f"{res['wall']:.1f} s = "
               f"{res['rpm']:.1f} rollouts/min; fully measured rollout mean "
               f"{res['measured_mean']:.2f} s (overhead {res['measured_mean'] - bare:+.2f} s "
               f"over bare); cache hits {res['cache_hits']}; errors {dict(res['errors']) or 0}")

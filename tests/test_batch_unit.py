@@ -4,6 +4,7 @@ per-rollout scorer with a fake scoring function, resume, summary, usage errors."
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -64,7 +65,8 @@ class FakeScorer:
         self.delay, self.fail_first = delay, fail_first
         self.lock = threading.Lock()
 
-    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image, sandbox):
+    def __call__(self, task, patch, *, rollout_id, group_id, sample_index, image, sandbox,
+                 overlap=True):
         with self.lock:
             self.calls.append(patch)
             n = len(self.calls)
@@ -427,3 +429,20 @@ def test_baseline_is_computed_once_across_processes(tmp_path, tiny_task):
         p.join(60)
     counts = sorted(int((tmp_path / f"n{i}").read_text()) for i in range(3))
     assert counts == [0, 0, 1]
+
+
+def test_overlap_by_default_unless_asked_not_to(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=4).overlapped
+    assert BatchOptions().overlapped and BatchOptions(workers=8, overlap=True).overlapped
+    assert not BatchOptions(workers=4, overlap=False).overlapped
+
+
+def test_default_scorer_passes_the_overlap_choice(monkeypatch):
+    from proctor.harness import batch
+
+    seen = []
+    monkeypatch.setattr(batch, "score", lambda *a, **kw: seen.append(kw["overlap"]))
+    for overlap, want in ((None, True), (False, False), (True, True)):
+        RolloutScorer(BatchOptions(workers=2, overlap=overlap)).scorer("task", b"patch")
+        assert seen.pop() is want

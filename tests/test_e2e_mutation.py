@@ -34,6 +34,13 @@ HONEST_TEST = ("from toolz.itertoolz import getter\n\n\n"
                "def test_getter_none():\n    assert getter(None)(5) == 5\n")
 
 
+MODULE_LEVEL_FIX = (
+    "\n\ngetter = (lambda index: ((lambda x: (x[index[0]],)) if len(index) == 1\n"
+    "                           else operator.itemgetter(*index) if index\n"
+    "                           else (lambda x: ())) if isinstance(index, list)\n"
+    "          else operator.itemgetter(index))\n")
+
+
 def with_extra_branch(getter_src: str, comment: str = "") -> str:
     return getter_src.replace(
         "    else:\n        return operator.itemgetter(index)\n",
@@ -52,8 +59,11 @@ def patches(toolz_make_task, make_toolz_patch):
         "extra_screened_test": make_toolz_patch({**extra, AGENT_TEST: (None, SCREENED_TEST)}),
         "extra_pragma": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, with_extra_branch(
             mk.GETTER_ORIGINAL, "  # pragma: no mutate"))}),
-        "comment_only": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, mk.GETTER_BUGGY.replace(
-            "def getter(index):\n", "def getter(index):\n    # returns a getter\n"))}),
+        # Progress (the fix) on module-level lines only: mutmut has no trampoline there, so
+        # no mutant. (A change with no progress at all would skip the step: see
+        # test_e2e_toolz's test_patch_without_progress_skips_mutation_with_the_same_reward.)
+        "module_level_fix": make_toolz_patch({BUGGY_FILE: (
+            mk.GETTER_BUGGY, mk.GETTER_BUGGY + MODULE_LEVEL_FIX)}),
     }
 
 
@@ -117,7 +127,8 @@ def test_pragma_no_mutate_added_by_the_patch_is_ignored(scored):
 
 @pytest.mark.docker
 def test_no_mutants_on_changed_lines_is_null_with_reason_and_reshared(scored):
-    rec = scored("comment_only")
+    rec = scored("module_level_fix")
+    assert rec.progress > 0 and rec.components["hidden_tests"] > 0
     assert rec.components["mutation_score"] is None
     assert rec.measurements.notes["mutation_score"].startswith("no mutants on the changed lines")
     assert rec.weights["mutation_score"] == 0.0

@@ -321,3 +321,31 @@ def test_cli_schema_is_json_schema():
     assert schema["title"] == "RewardRecord" and schema["type"] == "object"
     assert {"schema", "status", "reward", "components", "integrity", "error"} <= set(
         schema["properties"])
+
+
+@pytest.mark.docker
+def test_patch_without_progress_skips_mutation_with_the_same_reward(toolz_task,
+                                                                   make_toolz_patch,
+                                                                   toolz_make_task):
+    """A change that fixes nothing and breaks nothing: progress 0, so the mutation score
+    (multiplied by it) cannot change the reward; it is not measured (null, with why), and
+    the total is bit-identical to the one a measured score would give."""
+    from proctor.rewards.reward import compute_reward
+    from proctor.suites.mutation import NO_PROGRESS_NOTE
+
+    mk = toolz_make_task
+    noop = mk.GETTER_BUGGY.replace("    else:\n        return operator.itemgetter(*index)",
+                                   "    else:\n        index = tuple(index)\n"
+                                   "        return operator.itemgetter(*index)")
+    assert noop != mk.GETTER_BUGGY
+    rec = score(toolz_task, make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, noop)}))
+    assert rec.status == "scored" and rec.reason is None and rec.progress == 0.0
+    assert counts(rec, "public")[2] == 0 and counts(rec, "hidden")[2] == 0
+    assert rec.components["mutation_score"] is None and "mutation" not in rec.evidence
+    assert rec.measurements.notes["mutation_score"] == NO_PROGRESS_NOTE
+    assert rec.reward == -0.0005  # one changed code line of diff cost, nothing else
+    task = load_task(toolz_task)
+    for value in (0.0, 1.0):  # what a measured score would have given: the same total
+        measured = rec.measurements.model_copy(update={"mutation_score": value})
+        assert compute_reward(measured, task.config.effective_weights()).total == rec.reward
+    assert_self_consistent(rec)

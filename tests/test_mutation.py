@@ -19,6 +19,7 @@ from proctor.harness.task import MutationConfig, load_task
 from proctor.sandbox.toolchain import SANDBOX_TOOLS
 from proctor.suites.mutation import (
     agent_test_files,
+    cannot_change_reward,
     changed_source_lines,
     contention,
     parse_runner_output,
@@ -303,3 +304,63 @@ def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
     assert runner.resolve("lib.pkg.mod.x_f", covering) == "pkg.mod.x_f"
     assert runner.resolve("mod.x_g", covering) == "pkg.mod.x_g"
     assert runner.resolve("nowhere.x_h", covering) == "nowhere.x_h"
+
+
+# ----------------------------------------------------------- skipped when it cannot matter
+
+
+def _suite(f2p_total: int, f2p_passed: int, p2p_total: int, p2p_failed: int):
+    from proctor.record import SuiteTests
+
+    return SuiteTests(f2p_total=f2p_total, f2p_passed=f2p_passed, p2p_total=p2p_total,
+                      p2p_failed=p2p_failed)
+
+
+_NO_PROGRESS_CASES = [  # (public, hidden): no FAIL_TO_PASS passes, nothing broken
+    (_suite(2, 0, 5, 0), _suite(3, 0, 4, 0)),
+    (_suite(0, 0, 5, 0), _suite(3, 0, 4, 0)),  # public a pure regression guard, intact
+    (_suite(0, 0, 5, 2), _suite(3, 0, 4, 0)),  # the guard broken: its penalty is nominal
+    (_suite(2, 0, 0, 0), _suite(0, 0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("public,hidden", _NO_PROGRESS_CASES)
+@pytest.mark.parametrize("mutation", [0.0, 0.37, 1.0])
+@pytest.mark.parametrize("diff_lines,indicators", [(0, {}), (40, {"tests_weakened": 1.0}),
+                                                    (7, {"suspicious_code": 0.5})])
+def test_skipping_mutation_without_progress_leaves_the_total_bit_identical(
+        public, hidden, mutation, diff_lines, indicators):
+    from proctor.record import Measurements
+    from proctor.rewards.reward import compute_reward
+    from proctor.rewards.weights import Weights
+
+    suites = {"public": public, "hidden": hidden}
+    assert cannot_change_reward(suites)
+    common = dict(suites=suites, compiled=1.0, static_analysis=0.5, diff_lines=diff_lines,
+                  penalty_indicators=indicators)
+    measured = compute_reward(Measurements(mutation_score=mutation, **common), Weights())
+    skipped = compute_reward(Measurements(mutation_score=None, **common), Weights())
+    assert skipped.total == measured.total  # bit-identical, not approximately
+    assert skipped.progress == measured.progress == 0.0
+
+
+@pytest.mark.parametrize("suites", [
+    {"public": _suite(2, 1, 5, 0), "hidden": _suite(3, 0, 4, 0)},  # progress on public
+    {"public": _suite(2, 0, 5, 0), "hidden": _suite(3, 0, 4, 1)},  # a credit suite broke
+    {"public": _suite(0, 0, 5, 0), "hidden": _suite(0, 0, 4, 0)},  # no credit suite at all
+])
+def test_mutation_is_measured_when_it_could_change_the_reward(suites):
+    assert not cannot_change_reward(suites)
+
+
+def test_why_breakage_in_a_credit_suite_forbids_the_skip():
+    """Re-sharing a null component's weight scales the (negative) credit terms: the total
+    would move, so such a patch keeps its mutation measurement."""
+    from proctor.record import Measurements
+    from proctor.rewards.reward import compute_reward
+    from proctor.rewards.weights import Weights
+
+    suites = {"public": _suite(2, 0, 5, 0), "hidden": _suite(3, 0, 4, 1)}
+    totals = {compute_reward(Measurements(suites=suites, mutation_score=v), Weights()).total
+              for v in (0.5, None)}
+    assert len(totals) == 2

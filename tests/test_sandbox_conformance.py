@@ -7,7 +7,9 @@ Where a backend cannot enforce a limit, the test skips with the reason naming th
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -238,6 +240,63 @@ def test_huge_output_is_streamed_never_held_whole(open_sb):
         tracemalloc.stop()
     assert res.truncated and f"{300000000 - 64 * 1024} more bytes dropped" in res.output
     assert peak < 32 * MiB
+
+
+# ------------------------------------------------------------------ host directories
+
+
+def test_mounted_host_dir_is_visible_and_read_only_to_the_user_and_root(backend, request,
+                                                                        tmp_path, no_leaks):
+    env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "a.py").write_text("print('harness')\n")
+    with BACKENDS[backend](env, mounts={"/proctor/harness": tmp_path / "h"}) as sb:
+        assert sb.run([PY, "-I", "-B", "/proctor/harness/a.py"], timeout=30).output == "harness\n"
+        for user in (None, "0:0"):
+            res = sb.run(["sh", "-c", "{ echo x > /proctor/harness/a.py || "
+                          "rm -f /proctor/harness/a.py || touch /proctor/harness/b; "
+                          "chmod -R a+w /proctor/harness; } 2>/dev/null; "
+                          "cat /proctor/harness/a.py; ls /proctor/harness"], timeout=30,
+                         user=user)
+            assert res.output == "print('harness')\na.py\n", res.output
+        sb.put_files("/proctor/out", {"r.txt": b"1"})  # the other areas still work
+    assert (tmp_path / "h" / "a.py").read_text() == "print('harness')\n"
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["a.py"]
+
+
+# ------------------------------------------------------------------ standard input
+
+
+def test_stdin_bytes_reach_the_command_and_output_written_before_reading_does_not_block(open_sb):
+    sb = open_sb()
+    data = secrets.token_bytes(3 * MiB)
+    res = sb.run(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; sha256sum"], timeout=30,
+                 stdin=data)
+    assert res.ok and res.output.endswith(f"{hashlib.sha256(data).hexdigest()}  -\n")
+
+
+def test_stdin_a_command_that_does_not_read_it_ends_normally(open_sb):
+    res = open_sb().run(["sh", "-c", "exit 3"], timeout=30, stdin=b"x" * (4 * MiB))
+    assert res.exit_code == 3 and not res.timed_out
+
+
+def test_stdin_chunks_arrive_as_they_are_yielded_and_the_input_closes_after(open_sb):
+    sb = open_sb()
+    go = threading.Event()
+
+    def chunks():
+        yield b"first\n"
+        go.wait(10)  # the command is already running and blocks on its read meanwhile
+        yield b"second\n"
+
+    threading.Timer(0.5, go.set).start()
+    res = sb.run(["sh", "-c", "read a; echo got $a; cat"], timeout=30, stdin=chunks())
+    assert res.ok and res.output == "got first\nsecond\n"
+
+
+def test_stdin_is_empty_without_input(open_sb):
+    res = open_sb().run(["sh", "-c", "cat; echo end"], timeout=10)
+    assert res.ok and res.output == "end\n"
 
 
 # ------------------------------------------------------------------ isolation, cleanup

@@ -98,11 +98,12 @@ class _StubSandbox:
     def __init__(self, report: str, truncated: bool) -> None:
         self.report, self.truncated, self.calls = report, truncated, []
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None):
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None):
+        from proctor.harness.tamper import REPORT
         from proctor.sandbox.base import ExecResult
 
-        self.calls.append(argv)
-        to_stdout = "-" in argv
+        self.calls.append((argv, stdin))
+        to_stdout = REPORT not in argv
         return ExecResult(tuple(argv), 0, self.report[:10] if to_stdout and self.truncated
                           else self.report if to_stdout else "", 0.1,
                           truncated=to_stdout and self.truncated)
@@ -110,8 +111,6 @@ class _StubSandbox:
     def get_file(self, path, max_bytes=0):
         return self.report.encode()
 
-    def put_files(self, dest_dir, files, *, read_only=False):
-        self.files = {f"{dest_dir}/{k}": v for k, v in files.items()}
 
 
 def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
@@ -125,9 +124,10 @@ def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
         sb = _StubSandbox(report, truncated)
         tree = read_patched_tree(sb, "/work/repo", summary)
         assert tree.texts == {"a.py": "x = 1\n"} and len(sb.calls) == runs
-        # the touched .py files are asked for, through a root-owned list file
-        assert sb.calls[0][-2] == "--paths-from"
-        assert json.loads(sb.files[sb.calls[0][-1]]) == ["pkg/core.py"]
+        # the touched .py files are asked for, as a list on stdin (no argv size limit)
+        for argv, stdin in sb.calls:
+            assert argv[-2:] == ["--paths-from", "-"]
+            assert json.loads(stdin) == ["pkg/core.py"]
 
 
 def test_symlink_is_hashed_as_its_target_not_followed(tmp_path):

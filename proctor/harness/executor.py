@@ -4,13 +4,15 @@
                    pyproject.toml per section (no copy, no container)
     2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined; then refuse
                    new modules shadowing what the image has installed
-    3. sandbox     fresh container, repo as a single-commit git repo, `git apply`; then,
-                   before any code of the patch runs, the tamper checks (tree check,
-                   suspicious code, tests weakened, reference data altered)
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` (one
+                   command); then, before any code of the patch runs, the tamper checks
+                   (tree check, suspicious code, tests weakened, reference data altered)
     4. measure     compiled and static analysis (files only, before any code of the patch
-                   runs), public tests (pristine); then, in a second fresh sandbox with the
-                   same patch applied, hidden tests (copied in now), mutation score (changed
-                   lines, trusted killers), performance (task benchmark)
+                   runs), public tests (pristine); in a second fresh sandbox with the same
+                   patch applied (made at once, used once the tamper check passed; its steps
+                   alongside the first's unless ``overlap=False``): hidden tests (copied in
+                   now), mutation score (changed lines, trusted killers: its kill phase
+                   waits for the public run), performance (task benchmark)
     5. reward      pure function of the measurements
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
@@ -39,7 +42,7 @@ from proctor.harness.patch_input import ScreenedPatch, screen_patch
 from proctor.harness.shadowing import image_top_level_modules, shadowing_reasons
 from proctor.harness.suites_in_sandbox import (
     baseline_runner,
-    open_task_sandbox,
+    open_patched_sandbox,
     run_hidden,
     run_public,
 )
@@ -48,7 +51,6 @@ from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import (
     APPLY_STRATEGIES,
     REPO,
-    apply_patch,
     kill_user_processes,
     place_bench_dir,
 )
@@ -63,7 +65,12 @@ from proctor.sandbox.base import Limits
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.compile_check import check_compiles
-from proctor.suites.mutation import run_mutation, trusted_killers
+from proctor.suites.mutation import (
+    NO_PROGRESS_NOTE,
+    cannot_change_reward,
+    run_mutation,
+    trusted_killers,
+)
 from proctor.suites.pytest_runner import SuiteRun
 from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.snapshot import snapshot_changed_files
@@ -90,7 +97,7 @@ class _Deadline:
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
           group_id: str | None = None, sample_index: int | None = None,
           image: str | None = None, limits: Limits | None = None,
-          sandbox: str | None = None) -> RewardRecord:
+          sandbox: str | None = None, overlap: bool = True) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
@@ -100,6 +107,11 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         limits: sandbox limits; default: the task's ``[limits]``.
         sandbox: backend name (``docker``, ``local``); default: ``$PROCTOR_SANDBOX``, else
             Docker when an engine answers, else local.
+        overlap: make the second sandbox at once and run its steps (hidden suite, mutation)
+            alongside the first's (about 0.7 s less wall time per patch on an idle 2-core
+            host). False: one step after the other, the second sandbox made only once the
+            tamper check passed: no speculative sandbox for patches that end early, but
+            measured no faster even with a worker per core (same record either way).
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -121,7 +133,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         task = task if isinstance(task, Task) else load_task(task)
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
         _run_pipeline(rec, task, screened, data, image,
-                      limits or task.config.limits.to_limits(), sandbox)
+                      limits or task.config.limits.to_limits(), sandbox, overlap)
     except ProctorError as exc:
         _error(rec, exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
@@ -138,7 +150,8 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 
 
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
-                  image: str | None, limits: Limits, sandbox: str | None) -> None:
+                  image: str | None, limits: Limits, sandbox: str | None,
+                  overlap: bool = True) -> None:
     deadline = _Deadline(task.config.timeouts.per_patch)
     timer = _phase_timer(rec)
 
@@ -181,26 +194,25 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     if shadowing:  # a new top-level module named like one the image has installed
         return _violation(rec, shadowing, task, blockers)
 
-    # 3. Sandbox: fresh container, single-commit repo, git apply.
-    timeouts = task.config.timeouts
+    # 3. Sandbox: fresh container, single-commit repo, git apply (one command). The second
+    # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
+    # reaches them) is made at once, in parallel, and closed unused on any early return
+    # (``overlap``; else only once the tamper check passed).
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
     def sandbox():
-        return open_task_sandbox(task, tag, limits, rec.rollout_id, backend=backend,
-                                 ttl_s=ttl)
+        return open_patched_sandbox(task, tag, data, limits, rec.rollout_id, backend=backend,
+                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S))
 
-    def hidden_sandbox():  # prepared while the public suite runs (the other core)
-        sb = sandbox()
-        try:
-            return sb, apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
-        except BaseException:
-            sb.close()
-            raise
-
-    stack = ExitStack()
-    with stack, timer("sandbox"), sandbox() as sb:
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
-        applied = apply_patch(sb, data, timeout=deadline.budget(STEP_TIMEOUT_S))
+    with ExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
+        taken: list = []
+        if overlap:
+            second = pool.submit(sandbox)
+            stack.callback(_close_unused, second, taken)
+        with timer("sandbox"):  # create + copy + apply
+            sb, applied = sandbox()
+        stack.callback(sb.close)
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
                                          else 1, duration_s=round(applied.duration_s, 3),
@@ -216,61 +228,112 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
-        second, taken = pool.submit(hidden_sandbox), []
-        stack.callback(_close_unused, second, taken)
 
-        # 4. Measure, each step under its own timeout. Before any code of the patch runs:
-        # compiled and static analysis (both read files only). Then the public suite.
-        py_paths = _changed_python_files(summary)
+        # 4. Measure, each step under its own timeout. The second sandbox runs the hidden
+        # suite now, then mutation (its kill phase waits for the public suite's trusted
+        # killers), while the first runs, before any code of the patch: compiled and static
+        # analysis (files only); then the public suite. Without ``overlap``: the first
+        # sandbox's steps, then the second's.
+        public_run: Future = Future()
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
-        with timer("compiled"):
-            if py_paths:
-                snapshot = snapshot_changed_files(sb, REPO, py_paths)
-                m.compiled, rec.evidence["compiled"] = check_compiles(
-                    sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
-            else:
-                m.notes["compiled"] = "no .py file changed"
-        with timer("static_analysis"):
-            if py_paths:
-                static = run_static_analysis(sb, snapshot, py_paths,
-                                             deadline.budget(STEP_TIMEOUT_S))
-                m.static_analysis = 0.0 if static.step_failed else static_score(
-                    static.error_count)
-                rec.evidence["static_analysis"] = static.evidence
-            else:
-                m.notes["static_analysis"] = "no .py file changed"
-        with timer("public_tests"):
-            public = run_public(sb, task, deadline.budget(timeouts.per_suite), list(summary.files))
-
-        # The hidden suite runs in a second fresh sandbox with the same patch applied, so
-        # nothing the code started or wrote during the public run (a daemon, a file
-        # anywhere) reaches it.
-        sb_hidden, again = second.result()
-        taken.append(sb_hidden)
-    with timer("sandbox_hidden"), sb_hidden as sb:
-        if again.strategy != applied.strategy:
-            raise InfraError(f"the patch applied with {applied.strategy} in the first "
-                             f"sandbox but {again.strategy} in the second: {again.output[-500:]}")
-        with timer("hidden_tests"):
-            hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite), list(summary.files))
-        with timer("mutation_score"):
-            kill_user_processes(sb)
-            mut = run_mutation(sb, task, data, applied.strategy, summary,
-                               trusted_killers(baseline, [public, hidden]),
-                               workers=max(1, int(limits.cpus)), cpus=limits.cpus,
-                               timeout=deadline.budget(task.config.mutation.timeout_s))
-            m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
-            if mut.note:
-                m.notes["mutation_score"] = mut.note
-            rec.flags.degraded = rec.flags.degraded or mut.degraded
-        with timer("performance"):
-            _measure_performance(rec, m, sb, task, deadline)
+        hidden_steps = partial(_second_sandbox_steps, rec, m, task, data, applied, summary,
+                               baseline, limits, deadline)
+        if overlap:
+            hidden_side = pool.submit(hidden_steps, second, taken, public_run)
+        try:
+            _files_steps(rec, m, sb, summary, deadline)
+            with timer("public_tests"):
+                public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite),
+                                    list(summary.files))
+        except BaseException as exc:  # the second sandbox's mutation step waits for it
+            public_run.set_exception(exc)
+            if overlap:  # end the second sandbox's steps now, not after its hidden run
+                _close_now(second)
+            raise
+        public_run.set_result(public)
+        sb.close()
+        if overlap:
+            hidden = hidden_side.result()
+        else:
+            second = pool.submit(sandbox)
+            stack.callback(_close_unused, second, taken)
+            hidden = hidden_steps(second, taken, public_run)
 
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
+
+
+def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
+    """The hidden run shows no progress and breaks nothing: mutation may not be able to
+    change the reward (decided with the public run, :func:`cannot_change_reward`), so it
+    waits for the public suite instead of starting at once. Pure."""
+    graded = grade_run(baseline.suites[hidden.suite], hidden.outcomes)
+    return graded.f2p_passed == 0 and graded.p2p_failed == 0
+
+
+def _files_steps(rec: RewardRecord, m: Measurements, sb, summary: PatchSummary,
+                 deadline: _Deadline) -> None:
+    """``compiled`` and ``static_analysis``: they read files only, and run before any code
+    of the patch (from a root-owned snapshot of the changed files)."""
+    py_paths = _changed_python_files(summary)
+    timer = _phase_timer(rec)
+    if not py_paths:
+        m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
+        return
+    with timer("compiled"):
+        snapshot = snapshot_changed_files(sb, REPO, py_paths)
+        m.compiled, rec.evidence["compiled"] = check_compiles(
+            sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
+    with timer("static_analysis"):
+        static = run_static_analysis(sb, snapshot, py_paths, deadline.budget(STEP_TIMEOUT_S))
+        m.static_analysis = 0.0 if static.step_failed else static_score(static.error_count)
+        rec.evidence["static_analysis"] = static.evidence
+
+
+def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,
+                          applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
+                          deadline: _Deadline, second: Future, taken: list,
+                          public_run: Future) -> SuiteRun:
+    """In the second sandbox (same patch, fresh container): the hidden suite, mutation
+    (killers: the trusted tests that passed, public ones from ``public_run``, which it
+    waits for only once its mutants are generated), the benchmark. Returns the hidden run;
+    fills ``m`` and ``rec``. Closes the sandbox."""
+    timer = _phase_timer(rec)
+    timeouts = task.config.timeouts
+    with timer("sandbox_hidden"):
+        sb, again = second.result()
+        taken.append(sb)
+        with sb:
+            if again.strategy != applied.strategy:
+                raise InfraError(f"the patch applied with {applied.strategy} in the first "
+                                 f"sandbox but {again.strategy} in the second: "
+                                 f"{again.output[-500:]}")
+            with timer("hidden_tests"):
+                hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite),
+                                    list(summary.files), fresh=True)
+            with timer("mutation_score"):
+                if _no_progress_yet(baseline, hidden) and cannot_change_reward(
+                        {r.suite: grade_run(baseline.suites[r.suite], r.outcomes)
+                         for r in (public_run.result(), hidden)}):
+                    m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
+                else:
+                    kill_user_processes(sb)
+                    mut = run_mutation(
+                        sb, task, data, applied.strategy, summary,
+                        lambda: trusted_killers(baseline, [public_run.result(), hidden]),
+                        workers=max(1, int(limits.cpus)), cpus=limits.cpus,
+                        timeout=deadline.budget(task.config.mutation.timeout_s),
+                        killers_wait_s=deadline.budget(timeouts.per_suite) + 30)
+                    m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+                    if mut.note:
+                        m.notes["mutation_score"] = mut.note
+                    rec.flags.degraded = rec.flags.degraded or mut.degraded
+            with timer("performance"):
+                _measure_performance(rec, m, sb, task, deadline)
+    return hidden
 
 
 def _git_paths_as_applied(data: bytes) -> set[str]:
@@ -310,6 +373,16 @@ def _close_unused(future, taken: list) -> None:
     try:
         sb, _ = future.result()
     except BaseException:  # noqa: BLE001 - it closed itself; the first error is the one raised
+        return
+    sb.close()
+
+
+def _close_now(future) -> None:
+    """Close the second sandbox whoever holds it (its steps then fail at once; the first
+    error is the one raised)."""
+    try:
+        sb, _ = future.result()
+    except BaseException:  # noqa: BLE001 - it closed itself
         return
     sb.close()
 

@@ -102,7 +102,7 @@ def run_on_ray(items: list[BatchItem], options: BatchOptions
     remote = ray.remote(score_group).options(max_retries=0, **task_options)
     worker_options = BatchOptions(workers=1, executor="local", sandbox=options.sandbox,
                                   image=options.image, cache=options.cache,
-                                  retry=options.retry)
+                                  retry=options.retry, overlap=options.overlapped)
     groups = {}
     for group in group_items(items):
         ref = remote.remote(worker_options, [(it.index, it.rollout.model_dump(), it.line)

@@ -30,7 +30,7 @@ from proctor.harness.integrity import PatchSummary
 from proctor.harness.pyproject_rules import is_pyproject, judge_pyproject
 from proctor.harness.task import Task
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON, put_path_list
+from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
 
 REPORT = "/tmp/proctor-tree.json"  # only when stdout would be over the output cap
 _GONE = {"deleted", "rename_from"}
@@ -98,11 +98,12 @@ def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary,
         InfraError: the script fails or its report is missing or not JSON.
     """
     argv = [PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo]
-    wanted = ["--paths-from", put_path_list(sb, wanted_texts(summary))]
-    res = sb.run([*argv, "-", *wanted], timeout=timeout)
+    wanted = ["--paths-from", "-"]  # the list on stdin: no argv size limit, no file to put
+    listed = json.dumps(wanted_texts(summary)).encode()
+    res = sb.run([*argv, "-", *wanted], timeout=timeout, stdin=listed)
     data: bytes | str | None = res.output if res.ok and not res.truncated else None
     if res.ok and res.truncated:
-        res = sb.run([*argv, REPORT, *wanted], timeout=timeout)
+        res = sb.run([*argv, REPORT, *wanted], timeout=timeout, stdin=listed)
         data = sb.get_file(REPORT) if res.ok else None
     try:
         report = json.loads(data) if data is not None else None

@@ -6,14 +6,23 @@ Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decid
 
 from __future__ import annotations
 
+import io
+import os
 import secrets
+import shutil
+import subprocess
+import tarfile
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.harness.hidden_names import rename_hidden_tree
 from proctor.harness.task import Task
-from proctor.sandbox.base import Sandbox
+from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
+from proctor.suites.baseline import cache_dir
 
 REPO = "/work/repo"
 PATCH_PATH = "/proctor/in/patch.diff"
@@ -32,17 +41,127 @@ class ApplyResult:
     duration_s: float
 
 
-def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120) -> None:
-    """Copy ``repo/`` to ``REPO`` and make it a fresh single-commit git repository (no
-    history to leak). Raises InfraError when git fails."""
-    sb.put_tree(REPO, task.repo)
-    res = sb.run(["sh", "-c", " ".join([
-        "git init -q -b main . &&",
-        *GIT, "add -A -f . &&",
-        *GIT, "commit -q --no-verify -m snapshot",
-    ])], timeout=timeout, cwd=REPO)
-    if not res.ok:
-        raise InfraError(f"cannot snapshot the repo in the sandbox: {res.output[-2000:]}")
+def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
+                 patch: bytes | None = None) -> ApplyResult | None:
+    """Put ``repo/`` at ``REPO`` as a fresh single-commit git repository (no history to
+    leak) and, when ``patch`` is given, ``git apply`` it with the fallbacks of
+    :data:`APPLY_STRATEGIES`, all in one sandbox command (the repository is built once per
+    task on the host, :func:`repo_archive`; the command only extracts it). Returns the
+    :class:`ApplyResult` (``duration_s``: the whole command, seconds), or None without a
+    patch. Raises InfraError when the copy fails."""
+    token = secrets.token_hex(8)
+    variants = _apply_variants(patch) if patch is not None else []
+    lines = ["set -u", "cd /work || exit 90", "tar -x --no-same-permissions -f - || exit 90",
+             "cd repo || exit 90"]
+    for i, (name, flags, _data) in enumerate(variants):
+        lines += [f"echo '@@proctor-{token} {name}'",
+                  f"if git apply --whitespace=nowarn {' '.join(flags)} {APPLY_DIR}/{i}.diff "
+                  f"2>&1; then rm -rf {APPLY_DIR}; echo '@@proctor-{token}-applied'; exit 0; fi"]
+    lines.append(f"rm -rf {APPLY_DIR}; exit 0")
+    extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
+             for i, (_n, _f, data) in enumerate(variants)}
+    res = sb.run(["sh", "-c", "\n".join(lines)], timeout=timeout, cwd="/work",
+                 stdin=repo_archive(task, extra))
+    if res.exit_code != 0 or res.timed_out:
+        raise InfraError(f"cannot copy the repo into the sandbox: {res.output[-2000:]}")
+    if patch is None:
+        return None
+    applied = f"@@proctor-{token}-applied"
+    attempts = res.output.split(f"@@proctor-{token} ")
+    last = attempts[-1].partition("\n")
+    output = last[2].replace(applied + "\n", "").replace(applied, "")
+    strategy = last[0].strip() if applied in res.output else None
+    return ApplyResult(strategy is not None, strategy, output, res.duration_s)
+
+
+#: Where :func:`prepare_repo` puts the patch variants (outside the repo; removed after).
+APPLY_DIR = "/work/.proctor-apply"
+
+
+def _apply_variants(patch: bytes) -> list[tuple[str, list[str], bytes]]:
+    """(strategy name, git-apply flags, patch bytes) of :data:`APPLY_STRATEGIES`, in order,
+    without an attempt that would repeat the one before it (same bytes, no flags)."""
+    out = []
+    for name, flags, transform in APPLY_STRATEGIES:
+        data = transform(patch) if transform else patch
+        if transform and data == patch and not flags:
+            continue
+        out.append((name, flags, data))
+    return out
+
+
+def repo_archive(task: Task, extra: dict[str, bytes] | None = None) -> bytes:
+    """An uncompressed tar holding ``repo/`` (the task's repo without ``__pycache__`` and
+    compiled files, as a single-commit git repository) and ``extra`` (relative path ->
+    bytes), everything owned by the sandbox user. The repository is built with the host's
+    git once per task (cached by fingerprint)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel, data in sorted((extra or {}).items()):
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(_user_owned(info), io.BytesIO(data))
+    # A tar without its end-of-archive blocks, then a whole one: tar reads them as one.
+    return _repo_tar(str(task.repo), task.fingerprint) + buf.getvalue()
+
+
+def _user_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = SANDBOX_UID
+    info.uname = info.gname = ""
+    info.mtime = 0
+    return info
+
+
+#: Bump when the archive's layout changes (keys the on-disk cache).
+_REPO_TAR_FORMAT = 1
+
+
+@lru_cache(maxsize=4)
+def _repo_tar(repo: str, fingerprint: str) -> bytes:
+    """The task's repository as a fresh single-commit git repo, tarred under ``repo/``
+    (sandbox user's), without the end-of-archive blocks. ``fingerprint`` keys the caches
+    (this process's last few, and ``$PROCTOR_CACHE_DIR/repos/``, written atomically): a
+    changed task gets a new archive, a batch over many tasks builds each once."""
+    path = cache_dir() / "repos" / f"{fingerprint}-v{_REPO_TAR_FORMAT}.tar"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    data = _build_repo_tar(repo)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as fh:
+            tmp = fh.name
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a cache only
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return data
+
+
+def _build_repo_tar(repo: str) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="proctor-repo-") as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(repo, work, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
+               "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+               "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+               "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z", "LANG": "C"}
+        script = " ".join(["git init -q -b main . &&", *GIT, "add -A -f . &&",
+                           *GIT, "commit -q --no-verify --allow-empty -m snapshot"])
+        res = subprocess.run(["sh", "-c", script], cwd=work, env=env, capture_output=True,
+                             text=True)
+        if res.returncode != 0:
+            raise InfraError(f"cannot snapshot the repo: {(res.stderr or res.stdout)[-2000:]}")
+        buf = io.BytesIO()
+        tar = tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT)
+        tar.add(work, arcname="repo", filter=_user_owned)
+        end = tar.offset  # before close() writes the end-of-archive blocks
+        tar.close()
+        return buf.getvalue()[:end]
 
 
 def _with_final_newline(b: bytes) -> bytes:
@@ -83,10 +202,11 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     """Replace the public test paths with their pristine copies (the patch's edits to them,
     and test files it added there, are gone)."""
     paths = task.config.tests.public
-    res = sb.run(["rm", "-rf", "--", *paths], timeout=timeout, cwd=REPO)
+    # One command: remove, then extract the pristine copies from stdin.
+    res = sb.run(["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
+                  *paths], timeout=timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
     if not res.ok:
         raise InfraError(f"cannot reset public tests: {res.output[-1000:]}")
-    sb.put_tree(REPO, task.repo, only=paths)
 
 
 @dataclass(frozen=True)

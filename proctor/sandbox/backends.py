@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from proctor.errors import EngineUnavailable, TaskConfigError
 from proctor.sandbox import bwrap_backend, docker_backend  # noqa: F401 - registers both
@@ -84,6 +85,9 @@ def check_required(backend: str, required: list[str]) -> None:
 
 
 def open_sandbox(backend: str, env: str, limits: Limits = Limits(), run_id: str | None = None,
-                 ttl_s: float = 3600.0) -> Sandbox:
-    """A new sandbox of ``backend`` from ``env`` (see :func:`resolve_env`); caller closes."""
-    return BACKENDS[backend](env, limits=limits, run_id=run_id, ttl_s=ttl_s)
+                 ttl_s: float = 3600.0, mounts: dict[str, Path] | None = None) -> Sandbox:
+    """A new sandbox of ``backend`` from ``env`` (see :func:`resolve_env`); caller closes.
+    ``mounts``: path inside -> host directory, visible read-only from creation on (see
+    :data:`proctor.sandbox.base.BACKENDS`)."""
+    return BACKENDS[backend](env, limits=limits, run_id=run_id, ttl_s=ttl_s,
+                             mounts=mounts or {})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import tarfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,19 @@ from pathlib import Path
 DEFAULT_OUTPUT_CAP = 256 * 1024
 #: Exit codes of coreutils `timeout`: 124 after TERM, 137 after the -k KILL.
 TIMEOUT_EXIT_CODES = (124, 137)
+
+
+#: What :meth:`Sandbox.run` may feed a command on its standard input.
+Stdin = bytes | Iterable[bytes] | None
+
+
+def stdin_chunks(stdin: Stdin) -> Iterable[bytes]:
+    """``stdin`` as an iterable of non-empty byte chunks (bytes -> one chunk)."""
+    if stdin is None:
+        return ()
+    if isinstance(stdin, (bytes, bytearray, memoryview)):
+        return (bytes(stdin),) if len(stdin) else ()
+    return (bytes(c) for c in stdin if len(c))
 
 
 @dataclass(frozen=True)
@@ -85,9 +98,16 @@ class Sandbox(ABC):
     @abstractmethod
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
             cwd: str | None = None, user: str | None = None,
-            own_deadline: bool = False) -> ExecResult:
+            stdin: Stdin = None, own_deadline: bool = False) -> ExecResult:
         """Run ``argv`` under an in-sandbox ``timeout -k`` of ``timeout`` seconds plus a host
         watchdog. Never raises for the command's own failure (that is an ExecResult).
+
+        ``stdin``: None (the command reads an empty input), bytes, or an iterable of bytes
+        chunks fed as the iterable yields them (a chunk may come long after the start: the
+        command blocks on its read meanwhile); the input is closed after the last chunk.
+        A command that ends without reading it all is not an error. Passing a path list or
+        a script this way instead of a file put first saves one command per step, and has
+        no ``exec`` argument-size limit.
 
         ``own_deadline``: the command keeps its own deadline and runs with no wrapper, so no
         process of the sandbox user but the command holds its output (a ``timeout`` process
@@ -201,8 +221,12 @@ def tar_of_tree(root: Path, only: list[str] | None = None, read_only: bool = Fal
 
 
 #: name -> backend class. Each class is built as ``cls(env, limits=..., run_id=...,
-#: ttl_s=...)`` where ``env`` is what :func:`proctor.sandbox.backends.resolve_env` returns
-#: for that backend (Docker: an image tag; local: the tools' venv directory).
+#: ttl_s=..., mounts=...)`` where ``env`` is what :func:`proctor.sandbox.backends.resolve_env`
+#: returns for that backend (Docker: an image tag; local: the tools' venv directory) and
+#: ``mounts`` maps a directory inside (under ``/proctor``) to a host directory the sandbox
+#: shows read-only from its creation on, to root and the user alike (a bind mount; a
+#: root-owned read-only copy where the backend cannot bind, e.g. a remote engine): files
+#: the harness needs in every sandbox, at no command's cost.
 BACKENDS: dict[str, Callable[..., Sandbox]] = {}
 
 

@@ -45,7 +45,14 @@ from pathlib import Path
 
 from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox import cleanup
-from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Limits, Sandbox, register
+from proctor.sandbox.base import (
+    TIMEOUT_EXIT_CODES,
+    ExecResult,
+    Limits,
+    Sandbox,
+    register,
+    stdin_chunks,
+)
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
 
 KILL_AFTER_S = 3
@@ -233,7 +240,7 @@ class LocalSandbox(Sandbox):
     """
 
     def __init__(self, env: str, *, limits: Limits = Limits(), run_id: str | None = None,
-                 ttl_s: float = 3600.0) -> None:
+                 ttl_s: float = 3600.0, mounts: dict[str, Path] | None = None) -> None:
         problem = unavailable()
         if problem:
             raise InfraError(f"local sandbox unavailable: {problem}")
@@ -246,6 +253,7 @@ class LocalSandbox(Sandbox):
         self._root: Path | None = Path(tempfile.mkdtemp(prefix=DIR_PREFIX,
                                                                 dir=sandbox_base()))
         self._uid = HOST_UID if _is_root() else os.getuid()
+        self._mounts = dict(mounts or {})
         cleanup.track(self)
         try:
             self._prepare(ttl_s)
@@ -292,6 +300,20 @@ class LocalSandbox(Sandbox):
         for name in [*AREAS, "etc/passwd", "etc/group", "etc/hostname"]:
             self._fds[name] = os.open(root / name, os.O_PATH)
         self._fds["venv"] = os.open(self._venv, os.O_PATH | os.O_DIRECTORY)
+        for i, (inside, host) in enumerate(self._mounts.items()):
+            area = next((n for n, p in sorted(AREAS.items(), key=lambda kv: -len(kv[1]))
+                         if inside.startswith(p.rstrip("/") + "/")), None)
+            if area is None:
+                raise InfraError(f"local sandbox: {inside} is not under a writable area")
+            (root / area / inside[len(AREAS[area]) + 1:]).mkdir(parents=True, exist_ok=True)
+            # A private copy, bound read-only: bwrap runs as HOST_UID when we are root and
+            # could not reach the original under root's home; the copy is inside our dir.
+            copy = root / "mounts" / str(i)
+            shutil.copytree(host, copy, symlinks=True)
+            for path in [copy, *copy.rglob("*")]:  # ours to remove on close (the bind is ro)
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | 0o200)
+            self._fds[f"mount:{inside}"] = os.open(copy, os.O_PATH | os.O_DIRECTORY)
 
     def _argv(self, argv: list[str], *, user: str | None, cwd: str | None,
               timeout: float | None) -> list[str]:
@@ -313,6 +335,8 @@ class LocalSandbox(Sandbox):
         for name, inside in AREAS.items():
             ro = name in ROOT_AREAS and not root_user
             args += ["--ro-bind-fd" if ro else "--bind-fd", str(f[name]), inside]
+        for inside in self._mounts:  # over their areas: read-only even to root
+            args += ["--ro-bind-fd", str(f[f"mount:{inside}"]), inside]
         args += ["--remount-ro", "/", "--chdir", cwd or "/work", "--"]
         lim = self.limits
         limits = [f"--as={lim.memory_bytes}", f"--nproc={lim.pids}",
@@ -342,11 +366,14 @@ class LocalSandbox(Sandbox):
         self._procs.add(proc)
         return proc
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None,
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,
             own_deadline=False) -> ExecResult:
         start = time.monotonic()
         proc = self._popen(list(argv), user=user, cwd=cwd,
-                           timeout=None if own_deadline else timeout, env=env)
+                           timeout=None if own_deadline else timeout, env=env,
+                           stdin=stdin is not None)
+        if stdin is not None:  # from a thread: the command may write before it reads
+            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         killed, expired = threading.Event(), threading.Event()
 
         def watchdog() -> None:
@@ -472,10 +499,13 @@ def _drain(pipe, keep: bytearray, limit: int = 4000) -> None:
         pass
 
 
-def _feed(pipe, data: bytes) -> None:
+def _feed(pipe, data) -> None:
+    """Write ``data`` (see :data:`~proctor.sandbox.base.Stdin`) to ``pipe``, then close it."""
     try:
-        pipe.write(data)
-    except OSError:
+        for chunk in stdin_chunks(data):
+            pipe.write(chunk)
+            pipe.flush()
+    except (OSError, ValueError):
         pass  # the command ended early; its exit code says why
     finally:
         try:

@@ -28,9 +28,10 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from docker.errors import APIError, DockerException, NotFound
-from docker.types import Ulimit
+from docker.types import Mount, Ulimit
 from docker.utils.socket import frames_iter
 from requests.exceptions import RequestException
 
@@ -42,6 +43,7 @@ from proctor.sandbox.base import (
     Limits,
     Sandbox,
     register,
+    stdin_chunks,
 )
 from proctor.sandbox.engine import docker_client
 
@@ -107,15 +109,27 @@ class DockerSandbox(Sandbox):
     """
 
     def __init__(self, image: str, *, limits: Limits = Limits(), run_id: str | None = None,
-                 ttl_s: float = 3600.0, client=None) -> None:
+                 ttl_s: float = 3600.0, client=None, mounts: dict[str, Path] | None = None
+                 ) -> None:
         self.limits = limits
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self._client = client or docker_client()
         self._container = None
         cleanup.track(self)
         try:
-            self._container = self._create(image, ttl_s)
-            self.image_id = self._container.image.id
+            binds = dict(mounts or {}) if self._can_bind() else {}
+            try:
+                self._container = self._create(image, ttl_s, binds)
+            except APIError as exc:  # a local socket to an engine elsewhere (docker-in-docker)
+                if not binds or "bind" not in str(exc):
+                    raise
+                self._remove_quietly()
+                binds = {}
+                self._container = self._create(image, ttl_s, binds)
+            self.image_id = self._container.attrs.get("Image")  # no extra image lookup
+            for inside, host in (mounts or {}).items():
+                if inside not in binds:  # the engine cannot see our files: copy them
+                    self.put_tree(inside, Path(host), read_only=True)
         except (DockerException, RequestException) as exc:
             self.close()
             raise InfraError(f"cannot start sandbox container from {image}: {exc}") from None
@@ -123,7 +137,12 @@ class DockerSandbox(Sandbox):
             self.close()
             raise
 
-    def _create(self, image: str, ttl_s: float):
+    def _can_bind(self) -> bool:
+        """The engine runs on this host (a local socket): it sees our directories."""
+        return str(getattr(self._client.api, "base_url", "")).startswith(
+            "http+docker://local")
+
+    def _create(self, image: str, ttl_s: float, binds: dict[str, Path]):
         lim = self.limits
         ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes)]
         if lim.cpu_seconds:
@@ -135,12 +154,22 @@ class DockerSandbox(Sandbox):
             nano_cpus=int(lim.cpus * 1e9), pids_limit=lim.pids, ulimits=ulimits,
             security_opt=["no-new-privileges"], cap_drop=["ALL"],
             labels=cleanup.labels(self.run_id, ttl_s), detach=True,
+            mounts=[Mount(target=inside, source=str(host), type="bind", read_only=True)
+                    for inside, host in binds.items()],
         )
         container = self._client.containers.create(
             image, command=["python3", "-c", PY_INIT], **kwargs)
         self._container = container
         container.start()
         return container
+
+    def _remove_quietly(self) -> None:
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.remove(force=True, v=True)
+            except (DockerException, RequestException):
+                pass
 
     @property
     def container_id(self) -> str | None:
@@ -151,7 +180,7 @@ class DockerSandbox(Sandbox):
             raise InfraError("sandbox is closed")
         return self._container
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None,
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,
             own_deadline=False) -> ExecResult:
         container = self._alive()
         full = list(argv) if own_deadline else [
@@ -176,23 +205,23 @@ class DockerSandbox(Sandbox):
 
         timer = threading.Timer(timeout + KILL_AFTER_S + WATCHDOG_SLACK_S, watchdog)
         ender = threading.Timer(max(timeout, 0.1), deadline) if own_deadline else None
+        chunks, kept, dropped = [], 0, 0
         try:
             exec_id = api.exec_create(
                 container.id, full, environment=env or {}, workdir=cwd,
-                user=user or SANDBOX_USER, stdout=True, stderr=True,
+                user=user or SANDBOX_USER, stdin=stdin is not None, stdout=True, stderr=True,
             )["Id"]
             timer.start()
             if ender is not None:
                 ender.start()
-            chunks, kept, dropped = [], 0, 0
-            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+            for chunk in self._output(exec_id, stdin):
                 room = self.limits.output_cap - kept
                 if room > 0:
                     chunks.append(chunk[:room])
                     kept += min(len(chunk), room)
                 dropped += max(0, len(chunk) - max(room, 0))
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        except (DockerException, RequestException) as exc:
+        except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"sandbox command failed to run ({argv[0]}): {exc}") from None
         finally:
             timer.cancel()
@@ -211,6 +240,24 @@ class DockerSandbox(Sandbox):
         if timed_out:  # children that left timeout's process group die too
             self.kill_user_processes()
         return ExecResult(tuple(argv), exit_code, output, duration, timed_out, bool(dropped))
+
+    def _output(self, exec_id: str, stdin):
+        """Start the exec and yield its merged stdout+stderr chunks; with ``stdin``, feed it
+        from a thread (the command may write before it reads) and close it after."""
+        api = self._client.api
+        if stdin is None:
+            yield from api.exec_start(exec_id, stream=True, demux=False)
+            return
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        raw.settimeout(None)  # a long quiet command is the watchdog's business
+        feeder = threading.Thread(target=_feed_socket, args=(raw, stdin), daemon=True)
+        try:
+            feeder.start()
+            for _stream, data in frames_iter(raw, tty=False):
+                yield data
+        finally:
+            sock.close()
 
     def kill_user_processes(self, settle_s: float = 10.0) -> None:
         """SIGKILL every process of the sandbox user but PID 1, through PID 1 (no command
@@ -303,3 +350,18 @@ class DockerSandbox(Sandbox):
         except (APIError, RequestException) as exc:
             raise InfraError(
                 f"cannot remove sandbox container {container.id[:12]}: {exc}") from None
+
+
+def _feed_socket(raw, stdin) -> None:
+    """Send ``stdin``'s chunks on an exec's hijacked socket, then close its write side (the
+    command's end of input). A command that ended early, or a closed socket, stops it."""
+    try:
+        for chunk in stdin_chunks(stdin):
+            raw.sendall(chunk)
+    except OSError:
+        pass  # the command ended early; its exit code says why
+    finally:
+        try:
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass

@@ -7,7 +7,7 @@ import json
 from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, put_path_list
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
 
 
 def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
@@ -20,9 +20,9 @@ def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
     Raises:
         InfraError: the checker exited normally but printed no result (a harness problem).
     """
-    listed = put_path_list(sb, paths)
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", "--paths-from", listed],
-                 timeout=timeout, cwd=repo)
+    # The path list on stdin: no argv size limit, no file to put first.
+    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", "--paths-from", "-"],
+                 timeout=timeout, cwd=repo, stdin=json.dumps(list(paths)).encode())
     if res.timed_out or res.exit_code >= 128:
         why = (f"timed out after {timeout:g} s" if res.timed_out
                else f"killed by signal {res.exit_code - 128}")

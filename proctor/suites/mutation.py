@@ -28,7 +28,8 @@ import secrets
 import shlex
 import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
@@ -36,7 +37,7 @@ from pathlib import PurePosixPath
 from proctor.harness.integrity import PatchSummary
 from proctor.harness.task import Task
 from proctor.harness.workspace import APPLY_STRATEGIES
-from proctor.record import Evidence
+from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
 from proctor.suites.baseline import Baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, SuiteRun
@@ -74,6 +75,26 @@ def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
         quarantined = baseline.suites[run.suite].quarantined
         out |= {t for t, o in run.outcomes.items() if o == "passed" and t not in quarantined}
     return sorted(out)
+
+
+#: Why mutation is not measured when it cannot change the reward (see
+#: :func:`cannot_change_reward`).
+NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes and no PASS_TO_PASS test "
+                    "broke, so progress is 0 and the quality components, which are "
+                    "multiplied by it, cannot change the reward")
+
+
+def cannot_change_reward(suites: dict[str, SuiteTests]) -> bool:
+    """True when the mutation score cannot change the total reward (pure): no suite has a
+    FAIL_TO_PASS test passing (progress p = 0, so ``p * w_mutation * score`` is 0 whatever
+    the score) and no suite with FAIL_TO_PASS tests has a PASS_TO_PASS test failing (so the
+    credit terms ``w_s * c_s`` are exactly 0 and re-sharing mutation's weight over them, as
+    a null component does, changes nothing either). Regression-guard penalties use nominal
+    weights and ``visible_only`` is 0 when no FAIL_TO_PASS test passes. The total is then
+    bit-identical with or without the measurement (``tests/test_mutation.py``).
+    ``suites``: suite name -> graded outcomes of this patched run."""
+    credit = [s for s in suites.values() if s.f2p_total > 0]
+    return bool(credit) and all(s.f2p_passed == 0 and s.p2p_failed == 0 for s in credit)
 
 
 def under(path: str, roots: list[str]) -> bool:
@@ -166,15 +187,21 @@ def parse_runner_output(text: str
 
 
 def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
-                 summary: PatchSummary, killers: list[str], *, workers: int = 1,
-                 cpus: float = 1.0, timeout: float = 120.0) -> MutationResult:
+                 summary: PatchSummary, killers: list[str] | Callable[[], list[str]], *,
+                 workers: int = 1, cpus: float = 1.0, timeout: float = 120.0,
+                 killers_wait_s: float = 0.0) -> MutationResult:
     """Measure the mutation score of one applied patch in ``sb`` (see the module docstring).
 
     Args:
         patch: the diff as applied; ``strategy``: the ``apply_strategy`` that applied it.
-        killers: trusted test ids allowed to kill (passed in this run, not quarantined).
+        killers: trusted test ids allowed to kill (passed in this run, not quarantined), or
+            a function returning them, called once the mutants are generated: the copy,
+            the generation and the runner's start overlap with whatever produces them
+            (the public suite in the other sandbox). If it raises, the runner is told to
+            stop and the exception propagates.
         workers: mutants run in parallel; ``cpus``: CPUs of the sandbox (timeouts scale by
-            ``workers / cpus``); ``timeout``: budget of the whole step (s).
+            ``workers / cpus``); ``timeout``: budget of the step (s), not counting the wait
+            for ``killers``, which may take up to ``killers_wait_s`` more seconds.
 
     Never raises for the patch's faults; InfraError (from the sandbox) when the container
     fails. mutmut failing to start gives ``score=None`` and ``degraded=True``.
@@ -188,32 +215,47 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     m = f"/proctor/m-{secrets.token_hex(6)}"
     out = f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl"
     t0 = time.monotonic()
-    # The runner starts now (interpreter, pytest, mutmut's trampoline) and waits for its
-    # spec while the generation runs as root: the two overlap on the sandbox's CPUs.
+    spec_ready: Future = Future()
+
+    def spec_input():  # the runner's stdin: its spec, once generated and killers known
+        yield json.dumps(spec_ready.result()).encode()
+
+    # The runner starts now (interpreter, pytest, mutmut's trampoline) and blocks on its
+    # stdin while the generation runs as root: the two overlap on the sandbox's CPUs.
+    waited = 0.0
     with ThreadPoolExecutor(max_workers=1) as pool:
         runner = pool.submit(sb.run, [PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py",
-                                      f"{m}/run.json", out], timeout=timeout, cwd="/")
+                                      "-", out], timeout=timeout + killers_wait_s, cwd="/",
+                             stdin=spec_input())
         spec: dict = {"abort": "harness error"}
         try:
-            result, chosen, spec = _generate(sb, task, patch, strategy, summary, killers, lines,
-                                             m, ev, workers, cpus, timeout)
+            result, chosen, generated = _generate(sb, task, patch, strategy, summary, lines, m,
+                                                  ev, workers, cpus, timeout)
+            if result is not None:
+                spec = generated
+            else:
+                t_wait = time.monotonic()
+                allowed = killers() if callable(killers) else list(killers)
+                waited = time.monotonic() - t_wait
+                spec = generated | {"killers": allowed}
         finally:  # the runner waits for a spec: always give it one, even to abort
-            sb.put_files(m, {"run.json": json.dumps(spec).encode()}, read_only=True)
+            spec_ready.set_result(spec)
         res = runner.result()
     if result is not None:
         return result
+    ev.details["timing"]["killers_wait_s"] = round(waited, 3)
     text = res.output
     if res.truncated or parse_runner_output(text)[4] is None:
         text = (sb.get_file(out) or b"").decode("utf-8", "replace")
-    return _judge(text, res, chosen, ev, time.monotonic() - t0)
+    return _judge(text, res, chosen, ev, time.monotonic() - t0 - waited)
 
 
 def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
-              summary: PatchSummary, killers: list[str], lines: dict[str, list[int]], m: str,
+              summary: PatchSummary, lines: dict[str, list[int]], m: str,
               ev: Evidence, workers: int, cpus: float, timeout: float
               ) -> tuple[MutationResult | None, list[dict], dict]:
     """Copy, generate, choose. Returns (a final result when there is nothing to run, the
-    chosen mutants, the runner's spec or ``{"abort": why}``)."""
+    chosen mutants, the runner's spec without its ``killers``, or ``{"abort": why}``)."""
     cfg = task.config.mutation
     test_paths = [*task.config.tests.public, *task.hidden_files]
     prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout)
@@ -237,7 +279,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                       agent_tests=agent_ok, agent_tests_screened_out=screened)
     control = f"{random.Random().choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
     spec = {
-        "root": f"{m}/repo", "killers": killers, "killer_files": agent_ok,
+        "root": f"{m}/repo", "killers": [], "killer_files": agent_ok,  # set by the caller
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
                         "-p", "pytest_timeout", "-p", "no:cacheprovider",
                         f"--timeout={task.config.timeouts.per_test:g}",
@@ -256,17 +298,19 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                   lines: dict[str, list[int]], m: str, timeout: float
                   ) -> tuple[str, int, float, str]:
     """Stage the pristine repo, hidden tests, patch and generation spec read-only (one
-    archive), then (root) build ``m/repo`` and generate mutants into it. Returns (command,
-    exit code, seconds, output)."""
+    archive, on the command's stdin), then (root) build ``m/repo`` and generate mutants
+    into it, all in one sandbox command. Returns (command, exit code, seconds, output)."""
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
     spec = {"root": f"{m}/repo", "files": lines}
-    sb.put_archive(m, _staging_tar(task, {
-        "patch.diff": transform(patch) if transform else patch,
-        "gen.json": json.dumps(spec).encode()}), as_root=True)
+    staging = _staging_tar(task, {"patch.diff": transform(patch) if transform else patch,
+                                  "gen.json": json.dumps(spec).encode()})
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
     script = "\n".join([
-        "set -e", "umask 022", f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
+        # what put_archive(as_root=True) does: root owns it, then nobody may write
+        "set -e", "umask 022", f"mkdir -p {m}",
+        f"tar -x --no-same-permissions --no-overwrite-dir -C {m} -f -", f"chmod -R a-w {m}",
+        f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
         f"chmod -R u+w {m}/repo", f"cd {m}/repo",
         f"git apply --whitespace=nowarn {' '.join(flags)} {m}/in/patch.diff",
         f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
@@ -276,7 +320,8 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f" > {m}/gen.json",
         f"chmod -R a-w {m}/repo", f"cat {m}/gen.json",
     ])
-    res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0")
+    res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0",
+                 stdin=staging)
     return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
 
 

@@ -13,7 +13,6 @@ import shlex
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import put_private_file
 
 SNAPSHOT = "/proctor-snapshot"
 
@@ -29,9 +28,9 @@ def snapshot_changed_files(sb: Sandbox, repo: str, paths: list[str], timeout: fl
             f" || rm -f {SNAPSHOT}/base/{q}",
             f"[ -f {q} ] && cp {q} {SNAPSHOT}/patched/{q} || true",
         ]
-    # The script is a file, not an argument: thousands of long paths exceed exec's limit.
-    script = put_private_file(sb, "snapshot.sh", "\n".join(lines).encode())
-    res = sb.run(["sh", script], timeout=timeout, cwd=repo, user="0:0")
+    # The script on stdin, not an argument: thousands of long paths exceed exec's limit.
+    res = sb.run(["sh", "-s"], timeout=timeout, cwd=repo, user="0:0",
+                 stdin="\n".join(lines).encode())
     if not res.ok:
         raise InfraError(f"cannot snapshot the changed files: {res.output[-1000:]}")
     return SNAPSHOT

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from proctor.errors import InfraError
 from proctor.record import Evidence
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, put_path_list
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
 
 #: Scored: syntax errors (E9), pyflakes (F), bugbear (B), pylint errors (PLE), and dangerous
 #: calls from flake8-bandit (exec, eval, pickle, shell=True, os.system ...).
@@ -56,9 +56,9 @@ def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: f
         InfraError: ruff failed on the base files or printed no JSON (a tool problem).
     """
     select = ",".join(ERROR_RULES + STYLE_RULES)
-    listed = put_path_list(sb, paths)
     res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
-                  "--paths-from", listed], timeout=timeout, cwd=snapshot)
+                  "--paths-from", "-"], timeout=timeout, cwd=snapshot,
+                 stdin=json.dumps(list(paths)).encode())  # no argv limit, no file to put
     if res.timed_out:
         return StaticResult([], [], Evidence(
             command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),

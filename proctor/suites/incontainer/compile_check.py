@@ -10,7 +10,10 @@ MAX_LISTED = 200
 
 
 def read_paths(args):
-    """``["--paths-from", FILE]`` (a JSON list written by the harness) or the paths."""
+    """``["--paths-from", FILE]`` (a JSON list written by the harness; ``-``: on standard
+    input) or the paths."""
+    if args[:2] == ["--paths-from", "-"]:
+        return json.load(sys.stdin)
     if args[:1] == ["--paths-from"]:
         with open(args[1], encoding="utf-8") as fh:
             return json.load(fh)

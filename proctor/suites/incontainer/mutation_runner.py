@@ -1,8 +1,9 @@
 """Run mutants against the trusted tests in one pytest session, inside the sandbox.
 
-``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user. It loads pytest
-and mutmut's trampoline, then waits for SPEC (written by proctor/suites/mutation.py once
-``mutmut_adapter.py generate`` has rewritten the throw-away copy; ``{"abort": why}`` ends it):
+``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user (SPEC ``-``: read
+from stdin until its end). It loads pytest and mutmut's trampoline, then waits for SPEC
+(written by proctor/suites/mutation.py once ``mutmut_adapter.py generate`` has rewritten the
+throw-away copy and the killers are known; ``{"abort": why}`` ends it):
 ``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
 (test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
 every test may kill), ``mutants`` (``[{"name",
@@ -221,7 +222,10 @@ class MutationSession:
 
 
 def wait_for_spec(path, limit_s=600.0):
-    """The spec, once the harness has written it (generation runs meanwhile)."""
+    """The spec, once the harness has written it (generation runs meanwhile); ``-``: the
+    whole of stdin (the harness closes it after the spec; the outer timeout bounds it)."""
+    if path == "-":
+        return json.load(sys.stdin)
     end = time.monotonic() + limit_s
     while True:
         try:

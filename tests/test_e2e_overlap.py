@@ -1,0 +1,92 @@
+"""``proctor.score(overlap=...)``: the second sandbox made at once and its steps run
+alongside the first's (the default), or one step after the other (batches with a worker per
+core). Same record either way; every sandbox closed on every path out; without overlap, no
+speculative sandbox for a patch that ends early."""
+
+from __future__ import annotations
+
+import pytest
+
+from proctor import score
+from proctor.harness import suites_in_sandbox
+
+BUGGY_FILE = "toolz/itertoolz.py"
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Sandboxes opened during the test (their objects, in order; a baseline's too)."""
+    seen = []
+    real = suites_in_sandbox.open_sandbox
+
+    def spy(*args, **kwargs):
+        sb = real(*args, **kwargs)
+        seen.append(sb)
+        return sb
+
+    monkeypatch.setattr(suites_in_sandbox, "open_sandbox", spy)
+    return seen
+
+
+def _same_measure(rec) -> dict:
+    return {"reward": rec.reward, "components": rec.components, "tests": rec.tests,
+            "penalties": rec.penalties, "weights": rec.weights, "flags": rec.flags,
+            "strategy": rec.apply_strategy, "progress": rec.progress}
+
+
+@pytest.mark.parametrize("name", ["reference", "partial"])
+def test_overlap_or_not_gives_the_same_record(toolz_task, toolz_patches, name, opened,
+                                             no_leaks):
+    together = score(toolz_task, toolz_patches[name], overlap=True)
+    apart = score(toolz_task, toolz_patches[name], overlap=False)
+    assert together.status == apart.status == "scored"
+    assert _same_measure(together) == _same_measure(apart)
+    ours = [sb for sb in opened if sb.run_id in (together.rollout_id, apart.rollout_id)]
+    assert len(ours) == 4 and all(sb.leftovers() == [] for sb in opened)
+
+
+def test_patch_that_does_not_apply_closes_the_speculative_sandbox(toolz_task, toolz_patches,
+                                                                  opened, no_leaks):
+    context = b"\n         elif index:\n"
+    stale = toolz_patches["reference"].replace(context, b"\n         elif index is not None:\n")
+    score(toolz_task, toolz_patches["reference"])  # the baseline's sandboxes, if not cached
+    opened.clear()
+    rec = score(toolz_task, stale, overlap=True)
+    assert rec.reason == "did_not_apply"
+    assert len(opened) == 2 and all(sb.leftovers() == [] for sb in opened)
+    opened.clear()
+    rec = score(toolz_task, stale, overlap=False)
+    assert rec.reason == "did_not_apply" and len(opened) == 1  # no speculative sandbox
+
+
+def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_toolz_patch,
+                                                             opened, no_leaks):
+    original = (toolz_task / "repo" / BUGGY_FILE).read_text()
+    cheat = original + "\n\ndef _peek():\n    import sys\n    return sys._getframe(1).f_locals\n"
+    patch = make_toolz_patch({BUGGY_FILE: (original, cheat)})
+    for overlap, n in ((True, 2), (False, 1)):
+        opened.clear()
+        rec = score(toolz_task, patch, overlap=overlap)
+        assert rec.reward == -1.0 and rec.reason == "integrity_violation"
+        assert any("_getframe" in r for r in rec.integrity.reasons), rec.integrity.reasons
+        assert "hidden_tests_s" not in rec.timing and "public_tests_s" not in rec.timing
+        ours = [sb for sb in opened if sb.run_id == rec.rollout_id]  # not the baseline's
+        assert len(ours) == n and all(sb.leftovers() == [] for sb in opened)
+
+
+@pytest.mark.parametrize("where", ["first", "second"])
+def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
+        toolz_task, toolz_patches, monkeypatch, opened, no_leaks, where):
+    from proctor.errors import InfraError
+    from proctor.harness import executor
+
+    def boom(*args, **kwargs):
+        raise InfraError(f"boom in the {where} sandbox")
+
+    target = "check_compiles" if where == "first" else "run_hidden"
+    monkeypatch.setattr(executor, target, boom)
+    rec = score(toolz_task, toolz_patches["reference"])
+    assert rec.status == "error" and rec.reward is None
+    assert rec.error.message == f"boom in the {where} sandbox" and rec.error.retryable
+    assert all(sb.leftovers() == [] for sb in opened)
