@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/provision-docker.sh
 
-# debootstrap: the offline sandbox base image; bubblewrap: the local sandbox backend.
-for pkg in debootstrap:debootstrap bubblewrap:bwrap; do
+# debootstrap: the offline sandbox base image; bubblewrap: the local sandbox backend; git: the
+# per-task single-commit repository archive is built on the host.
+for pkg in debootstrap:debootstrap bubblewrap:bwrap git:git; do
   name=${pkg%%:*} cmd=${pkg##*:}
   if ! command -v "$cmd" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "[setup] installing $name" >&2
