@@ -4,20 +4,13 @@ at most MAX_LISTED failures listed, paths and messages cut to 300 characters.
 Run as ``python -I -B compile_check.py (PATH... | --paths-from FILE)`` from the repo root."""
 
 import json
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paths_arg import read_paths  # noqa: E402
+
 MAX_LISTED = 200
-
-
-def read_paths(args):
-    """``["--paths-from", FILE]`` (a JSON list written by the harness; ``-``: on standard
-    input) or the paths."""
-    if args[:2] == ["--paths-from", "-"]:
-        return json.load(sys.stdin)
-    if args[:1] == ["--paths-from"]:
-        with open(args[1], encoding="utf-8") as fh:
-            return json.load(fh)
-    return args
 
 
 paths = read_paths(sys.argv[1:])

@@ -20,20 +20,12 @@ import subprocess
 import sys
 from collections import Counter
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paths_arg import read_paths  # noqa: E402
+
 MAX_LISTED = 200
 
 RUFF = os.path.join(os.path.dirname(sys.executable), "ruff")
-def read_paths(args):
-    """``["--paths-from", FILE]`` (a JSON list written by the harness; ``-``: on standard
-    input) or the paths."""
-    if args[:2] == ["--paths-from", "-"]:
-        return json.load(sys.stdin)
-    if args[:1] == ["--paths-from"]:
-        with open(args[1], encoding="utf-8") as fh:
-            return json.load(fh)
-    return args
-
-
 def ruff(root, rels, select):
     rels = [r for r in rels if os.path.isfile(os.path.join(root, r))]
     if not rels:

@@ -17,6 +17,9 @@ import os
 import stat
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paths_arg import read_paths  # noqa: E402
+
 SKIP_DIRS = ("__pycache__",)
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
@@ -74,17 +77,6 @@ def source_text(data):
         return data.decode(encoding, "replace")
     except (SyntaxError, LookupError):
         return data.decode("utf-8", "replace")
-
-
-def read_paths(args):
-    """``["--paths-from", FILE]`` (a JSON list written by the harness; ``-``: on standard
-    input) or the paths."""
-    if args[:2] == ["--paths-from", "-"]:
-        return json.load(sys.stdin)
-    if args[:1] == ["--paths-from"]:
-        with open(args[1], encoding="utf-8") as fh:
-            return json.load(fh)
-    return args
 
 
 def main(argv):
