@@ -38,6 +38,8 @@ from proctor import load_task, score_batch  # noqa: E402
 from proctor.harness.batch import prepare_task  # noqa: E402
 
 CANDIDATES = ["reference", "partial", "comment_mentions_hidden", "violation_hidden_tests"]
+#: Records whose reward differs from the usual one of their candidate (JSONL, appended).
+ANOMALIES = ROOT / "bench" / "out" / "batch-anomalies.jsonl"
 SCALING_TARGET = 1.7
 
 
@@ -81,10 +83,20 @@ def run(batch: list[dict], workers: int, overlap: bool | None = None) -> dict:
     wall = time.monotonic() - start
     measured = [r.timing["total_s"] for r in records
                 if r.status == "scored" and r.reason is None and not r.timing.get("cache_hit")]
-    rewards = {}
+    rewards, by_reward = {}, {}
     for r in records:
-        rewards.setdefault(r.metadata["candidate"], set()).add(
-            round(r.reward, 6) if r.reward is not None else None)
+        key = round(r.reward, 6) if r.reward is not None else None
+        rewards.setdefault(r.metadata["candidate"], set()).add(key)
+        by_reward.setdefault((r.metadata["candidate"], key), []).append(r)
+    odd = [r for (cand, _), rs in by_reward.items() for r in rs
+           if len(rewards[cand]) > 1 and len(rs) < max(
+               len(v) for (c, _), v in by_reward.items() if c == cand)]
+    if odd:  # a reward that differs from its candidate's usual one: keep the evidence
+        ANOMALIES.parent.mkdir(parents=True, exist_ok=True)
+        with ANOMALIES.open("a", encoding="utf-8") as fh:
+            fh.writelines(r.to_json() + "\n" for r in odd)
+        print(f"  {len(odd)} record(s) with an unusual reward for their candidate appended "
+              f"to {ANOMALIES}")
     return {"workers": workers, "n": len(records), "wall": wall,
             "rpm": len(records) / wall * 60,
             "errors": Counter(r.error.kind for r in records if r.status == "error"),
