@@ -17,7 +17,11 @@ for pkg in debootstrap:debootstrap bubblewrap:bwrap git:git; do
   fi
 done
 
-if ! python3 -c "import proctor, pytest, typer, ray" >/dev/null 2>&1 || [ ! -f .proctor-installed ] \
+# Installed, and from this checkout (asked from outside the repo: its own directory would
+# be importable from here whatever is installed).
+installed=$(cd / && python3 -c "import os, proctor, pytest, typer, ray
+print(os.path.dirname(os.path.dirname(os.path.realpath(proctor.__file__))))" 2>/dev/null || true)
+if [ "$installed" != "$(pwd -P)" ] || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
   echo "[setup] pip install -e .[dev,ray]" >&2
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray]' 2>&1 \
