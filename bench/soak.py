@@ -18,7 +18,6 @@ are 0, no record is an error and every honest reward matched.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -34,20 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.abuse_cases import ABUSES, make_abuse_task  # noqa: E402
+from bench.batch import load_make_task  # noqa: E402
 from proctor import score  # noqa: E402
 from proctor.sandbox import cleanup  # noqa: E402
 from proctor.sandbox.backends import choose_backend  # noqa: E402
 from proctor.sandbox.bwrap_backend import DIR_PREFIX, sandbox_base  # noqa: E402
 
 LABEL = "org.proctor"
-
-
-def _load_make_task():
-    spec = importlib.util.spec_from_file_location("toolz_make_task",
-                                                  ROOT / "examples/toolz/make_task.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def live_sandboxes(backend: str, client) -> list[str]:
@@ -119,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     before_tmp = set(temp_leftovers())
 
     work = Path(tempfile.mkdtemp(prefix="soak-"))
-    mk = _load_make_task()
+    mk = load_make_task()
     mk.build(work / "example")
     task = make_abuse_task(work / "example" / "task", work / "abuse-task")
     honest = {p.stem: p.read_bytes() for p in sorted((work / "example/patches").glob("*.patch"))}
