@@ -136,16 +136,21 @@ def test_no_mutants_on_changed_lines_is_null_with_reason_and_reshared(scored):
 
 
 @pytest.mark.docker
-def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(toolz_task, toolz_patches,
-                                                                  monkeypatch):
+@pytest.mark.parametrize("host_mutants,what_failed", [
+    ("0", "mutmut failed to start"),  # generation in the sandbox: the generator fails
+    ("1", "the mutation runner failed to start"),  # made on the host: the runner fails
+])
+def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(
+        toolz_task, toolz_patches, monkeypatch, host_mutants, what_failed):
     import proctor.suites.mutation as mutation
 
+    monkeypatch.setenv("PROCTOR_HOST_MUTANTS", host_mutants)
     monkeypatch.setattr(mutation, "PYTHON", "/nonexistent/python3")
     rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "scored" and rec.flags.degraded is True
     assert rec.components["mutation_score"] is None
     note = rec.measurements.notes["mutation_score"]
-    assert note.startswith("mutmut failed to start") and "nonexistent" in note
+    assert note.startswith(what_failed) and "nonexistent" in note
     assert rec.weights["mutation_score"] == 0.0
     assert rec.reward == pytest.approx(0.998)  # the other components are untouched
 

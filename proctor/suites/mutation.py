@@ -5,10 +5,13 @@ How a mutant is made, chosen and judged, in order:
 1. :func:`changed_source_lines`: the patch's added line numbers, in ``.py`` files under the
    task's ``sources``, never in test files (public, hidden, ``test_*.py``, ``*_test.py``).
 2. A throw-away copy in the sandbox, as root: the pristine repo with the patch applied
-   (same ``git apply`` strategy), public test paths restored, hidden tests added, then
-   ``mutmut_adapter.py generate`` (the only module that touches mutmut) rewrites the changed
-   files with mutmut's mutants of those lines, ``# pragma: no mutate`` added by the patch
-   ignored; finally the copy is made read-only.
+   (same ``git apply`` strategy), public test paths restored, hidden tests added, then the
+   changed files are rewritten with mutmut's mutants of those lines (``mutmut_adapter.py``,
+   the only module that touches mutmut; ``# pragma: no mutate`` added by the patch
+   ignored); finally the copy is made read-only. The mutants are made on the host by a
+   warm generator (:mod:`proctor.suites.mutant_generator`) from the patched text the host
+   computes, used only when its sha256 matches what ``git apply`` wrote in the copy; else
+   (or when the host cannot generate) ``mutmut_adapter.py generate`` makes them there.
 3. :func:`select_mutants`: at most ``max_mutants``, a seeded sample when there are more.
 4. ``mutation_runner.py`` (as the sandbox user): one pytest session over the trusted tests
    (pristine public + hidden, only those that passed in this patched run and are not
@@ -20,6 +23,7 @@ How a mutant is made, chosen and judged, in order:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import random
@@ -35,10 +39,12 @@ from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
 from proctor.harness.integrity import PatchSummary
+from proctor.harness.patched_text import patched_texts
 from proctor.harness.task import Task
 from proctor.harness.workspace import APPLY_STRATEGIES
 from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
+from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, SuiteRun
 
@@ -268,6 +274,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         return MutationResult(None, why, ev, degraded=True), [], {"abort": why}
     mutants = generated["mutants"]
     ev.details["generation_errors"] = generated["errors"]
+    ev.details["generated_on"] = generated.get("generated_on", "sandbox")
     if not mutants:
         why = "; ".join(generated["errors"]) or "module-level code, deletions or unmutable lines"
         why = f"no mutants on the changed lines ({why})"
@@ -302,9 +309,12 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     into it, all in one sandbox command. Returns (command, exit code, seconds, output)."""
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
+    applied = transform(patch) if transform else patch
     spec = {"root": f"{m}/repo", "files": lines}
-    staging = _staging_tar(task, {"patch.diff": transform(patch) if transform else patch,
-                                  "gen.json": json.dumps(spec).encode()})
+    staging = _staging_tar(task, {"patch.diff": applied, "gen.json": json.dumps(spec).encode(),
+                                  **_host_generated(sb, task, applied, lines)})
+    generate = (f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
+                f" > {m}/gen.json")
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
     script = "\n".join([
         # what put_archive(as_root=True) does: root owns it, then nobody may write
@@ -316,13 +326,46 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
         f"chmod -R u+w {m}/repo",  # the copies keep base's read-only modes
         f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",
-        f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
-        f" > {m}/gen.json",
+        # mutants made on the host from the very text git apply wrote, else made here
+        f"if [ -f {m}/in/host/expect.sha256 ] && (cd {m}/repo && "
+        f"sha256sum --status --strict -c {m}/in/host/expect.sha256); then",
+        f"  if [ -d {m}/in/host/files ]; then cp -R {m}/in/host/files/. {m}/repo/; fi",
+        f"  cp {m}/in/host/gen.json {m}/gen.json",
+        f"else {generate}; fi",
         f"chmod -R a-w {m}/repo", f"cat {m}/gen.json",
     ])
     res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0",
                  stdin=staging)
     return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
+
+
+def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, list[int]]
+                    ) -> dict[str, bytes]:
+    """Staging files (under ``in/``) with the mutants made on the host
+    (:mod:`proctor.suites.mutant_generator`) from the patched text the host computes:
+    ``host/expect.sha256`` (that text's digests; the staging script checks them against
+    what ``git apply`` wrote and generates in the sandbox on any difference),
+    ``host/gen.json`` (the generator's JSON) and ``host/files/<path>`` (rewritten sources).
+    Empty when the host cannot generate."""
+    try:
+        pristine = {p: (task.repo / p).read_bytes().decode("utf-8") for p in lines
+                    if (task.repo / p).is_file() and not (task.repo / p).is_symlink()}
+        texts = patched_texts(applied.decode("utf-8"), {p: pristine.get(p) for p in lines})
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if set(texts) != set(lines) or any(t is None for t in texts.values()):
+        return {}
+    answer = mutant_generator.generate(sb, {p: (texts[p], n) for p, n in lines.items()})
+    if answer is None:
+        return {}
+    out = {"host/gen.json": json.dumps({"mutants": answer["mutants"], "errors":
+                                        answer["errors"], "generated_on": "host"}).encode(),
+           "host/expect.sha256": "".join(
+               f"{hashlib.sha256(texts[p].encode()).hexdigest()}  {p}\n"
+               for p in sorted(lines)).encode()}
+    for path, code in answer["files"].items():
+        out[f"host/files/{path}"] = code.encode()
+    return out
 
 
 def _generated(sb: Sandbox, output: str, m: str) -> dict | None:

@@ -16,6 +16,11 @@ each file is rewritten in place with its mutants and one JSON object is printed:
 ``{"mutants": [{"name", "path", "line", "function", "diff"}], "errors": [str]}`` where
 ``name`` is the value the trampoline dispatches on (``module.x_func__mutmut_3``) and
 ``function`` the trampoline's coverage key (``module.x_func``).
+
+``python -I -B mutmut_adapter.py serve``: the same generation as a long-lived process on the
+host (:mod:`proctor.suites.mutant_generator`), sources in and rewritten sources out, one
+JSON line each way (see :func:`_serve`), so mutmut and libcst load once per process, not
+once per rollout. It only parses: no code of the repo runs there either.
 """
 
 from __future__ import annotations
@@ -212,31 +217,81 @@ def take_hits() -> set[str]:
     return hits
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] != ["generate"] or len(argv) != 2:
-        print("usage: mutmut_adapter.py generate SPEC.json", file=sys.stderr)
-        return 2
-    with open(argv[1], encoding="utf-8") as fh:
-        spec = json.load(fh)
-    use_neutral_config()
-    mutants, errors = [], []
-    for path, lines in sorted(spec["files"].items()):
-        full = os.path.join(spec["root"], path)
+def generate_all(sources: dict[str, tuple[str, set[int]]]
+                 ) -> tuple[dict[str, str], list[dict], list[str]]:
+    """Mutants of every file: ``sources`` maps repo path -> (code, changed lines).
+
+    Returns (path -> rewritten source, only for files that got mutants; the mutants, as
+    :func:`generate` gives them, in path order; one message per file that could not be
+    parsed). Raises RuntimeError when the mutmut hook broke (see :func:`generate`)."""
+    rewritten, mutants, errors = {}, [], []
+    for path, (code, lines) in sorted(sources.items()):
         try:
-            with open(full, encoding="utf-8") as fh:
-                code = fh.read()
             new_code, infos = generate(path, code, set(lines))
         except RuntimeError:
             raise  # the hook broke: fail loudly (the step is then degraded)
-        except Exception as exc:  # noqa: BLE001 - unreadable or unparsable: no mutants there
+        except Exception as exc:  # noqa: BLE001 - unparsable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
             continue
         if infos:
-            with open(full, "w", encoding="utf-8") as fh:
-                fh.write(new_code)
+            rewritten[path] = new_code
         mutants.extend(infos)
-    print(json.dumps({"mutants": mutants, "errors": errors}))
+    return rewritten, mutants, errors
+
+
+def _generate_spec(spec_path: str) -> int:
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    sources, errors = {}, []
+    for path, lines in sorted(spec["files"].items()):
+        try:
+            with open(os.path.join(spec["root"], path), encoding="utf-8") as fh:
+                sources[path] = (fh.read(), set(lines))
+        except (OSError, UnicodeDecodeError) as exc:  # unreadable: no mutants there
+            errors.append(f"{path}: {type(exc).__name__}: {exc}")
+    rewritten, mutants, more = generate_all(sources)
+    for path, code in rewritten.items():
+        with open(os.path.join(spec["root"], path), "w", encoding="utf-8") as fh:
+            fh.write(code)
+    print(json.dumps({"mutants": mutants, "errors": sorted(errors + more)}))
     return 0
+
+
+def _serve(stdin, stdout) -> int:
+    """One request a line on ``stdin``: ``{"files": {path: {"code": str, "lines": [int]}}}``;
+    one answer a line on ``stdout``: ``{"files": {path: rewritten}, "mutants": [...],
+    "errors": [...]}``, or ``{"fatal": why}`` when the hook broke or the request is not
+    understood. A ``{"ready": versions}`` line comes first, once mutmut is loaded. Ends at
+    the end of ``stdin``."""
+    from importlib.metadata import version
+
+    import mutmut.mutation.file_mutation  # noqa: F401 - loaded once, before the first request
+
+    versions = {name: version(name) for name in ("mutmut", "libcst")}
+    stdout.write(json.dumps({"ready": versions}) + "\n")
+    stdout.flush()
+    for line in stdin:
+        try:
+            files = json.loads(line)["files"]
+            sources = {p: (f["code"], set(f["lines"])) for p, f in files.items()}
+            rewritten, mutants, errors = generate_all(sources)
+            answer = {"files": rewritten, "mutants": mutants, "errors": errors}
+        except Exception as exc:  # noqa: BLE001 - answered, never a dead server
+            answer = {"fatal": f"{type(exc).__name__}: {exc}"}
+        stdout.write(json.dumps(answer) + "\n")
+        stdout.flush()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["serve"]:
+        use_neutral_config()
+        return _serve(sys.stdin, sys.stdout)
+    if argv[:1] != ["generate"] or len(argv) != 2:
+        print("usage: mutmut_adapter.py generate SPEC.json | serve", file=sys.stderr)
+        return 2
+    use_neutral_config()
+    return _generate_spec(argv[1])
 
 
 if __name__ == "__main__":

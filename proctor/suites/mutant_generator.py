@@ -1,0 +1,252 @@
+"""Mutant generation on the host, in warm long-lived processes (issue 6: CPU per rollout).
+
+Generating mutants in the sandbox costs every rollout a fresh interpreter that loads mutmut
+and libcst (~0.3 s of CPU, most of the step's preparation). Generation only *parses* the
+patched sources (no code of the repo runs), so it can run on the host in a process that
+stays up: ``mutmut_adapter.py serve`` (the same code, the same mutmut and libcst as the
+sandbox's, so the same mutants, see ``tests/test_mutant_generator.py``).
+
+Where its libraries come from:
+
+* docker backend: the image's own ``site-packages``, copied once per image id into
+  ``$PROCTOR_CACHE_DIR/gen-tools/<image id>`` and run by this host's Python, which must be
+  the image's version (:data:`~proctor.sandbox.toolchain.SANDBOX_PYTHON`); ``-I -S``, so
+  nothing of the host's environment is on its path;
+* local backend: the tools venv's own interpreter.
+
+Anything that goes wrong (another Python, a library that will not load, a request over its
+timeout, a dead process, an answer it cannot give) makes :func:`generate` return None: the
+caller then generates in the sandbox as before, whose verdict stands. The process has an
+address-space limit (:data:`MEMORY_LIMIT_BYTES`) and each request a timeout, so a
+pathological source cannot take the host down. Thread-safe: each concurrent caller gets a
+process of its own from a small pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
+from proctor.suites.baseline import cache_dir
+
+ADAPTER_DIR = Path(__file__).resolve().parent / "incontainer"
+#: Address-space limit of a generator process (bytes).
+MEMORY_LIMIT_BYTES = 2 << 30
+#: Seconds to wait for a generator to load mutmut, and for one answer by default.
+START_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0
+SITE_PACKAGES = f"/opt/proctor/venv/lib/python{SANDBOX_PYTHON}/site-packages"
+
+_BOOT = (
+    "import resource, sys\n"
+    "resource.setrlimit(resource.RLIMIT_AS, ({mem}, {mem}))\n"
+    "sys.path[:0] = {path!r}\n"
+    "import mutmut_adapter\n"
+    "sys.exit(mutmut_adapter.main(['serve']))\n"
+)
+
+
+class _Server:
+    """One ``mutmut_adapter.py serve`` process. ``ask`` returns its answer or None (the
+    process is then dead: timeout, crash, garbage)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
+                                     start_new_session=True)
+        self._buf = b""
+        ready = self._read_line(START_TIMEOUT_S)
+        self.versions = (ready or {}).get("ready") or {}
+        if self.versions.get("mutmut") != SANDBOX_TOOLS["mutmut"]:
+            self.close()
+            raise OSError(f"the generator did not start with mutmut "
+                          f"{SANDBOX_TOOLS['mutmut']}: {ready!r}")
+
+    def ask(self, request: dict, timeout: float) -> dict | None:
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.close()
+            return None
+        answer = self._read_line(timeout)
+        if answer is None:
+            self.close()
+        return answer
+
+    def _read_line(self, timeout: float) -> dict | None:
+        end = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+class _Pool:
+    """Idle servers of one interpreter + library path, reused across rollouts."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.idle: list[_Server] = []
+        self.lock = threading.Lock()
+        self.broken: str | None = None  # set when a server cannot start: never retried
+
+    def generate(self, files: dict, timeout: float) -> dict | None:
+        with self.lock:
+            if self.broken:
+                return None
+            server = self.idle.pop() if self.idle else None
+        if server is None:
+            try:
+                server = _Server(self.argv)
+            except OSError as exc:
+                with self.lock:
+                    self.broken = str(exc)
+                return None
+        answer = server.ask({"files": files}, timeout)
+        if server.alive:
+            with self.lock:
+                self.idle.append(server)
+        return answer
+
+    def close(self) -> None:
+        with self.lock:
+            servers, self.idle = self.idle, []
+        for s in servers:
+            s.close()
+
+
+_pools: dict[str, _Pool] = {}
+_pools_lock = threading.Lock()
+atexit.register(lambda: close_all())
+
+
+def _argv(python: str, path: list[str]) -> list[str]:
+    return [python, "-I", "-S", "-B", "-c",
+            _BOOT.format(mem=MEMORY_LIMIT_BYTES, path=[str(ADAPTER_DIR), *path])]
+
+
+def _image_site_packages(sb) -> Path | None:
+    """The docker image's site-packages, copied once into the cache; None if unavailable."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" != SANDBOX_PYTHON:
+        return None
+    image_id = getattr(sb, "image_id", None)
+    client = getattr(sb, "_client", None)
+    if not image_id or client is None:
+        return None
+    root = cache_dir() / "gen-tools" / image_id.replace(":", "-")
+    if (root / "site-packages").is_dir():
+        return root / "site-packages"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root.parent))
+    container = None
+    try:
+        container = client.containers.create(image_id, command=["true"], network_disabled=True)
+        stream, _ = container.get_archive(SITE_PACKAGES)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            tar.extractall(tmp, filter="data")
+        try:
+            tmp.rename(root)
+        except OSError:  # another process made it first
+            pass
+    except Exception:  # noqa: BLE001 - no host generation; the sandbox generates
+        return None
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root / "site-packages" if (root / "site-packages").is_dir() else None
+
+
+def _pool_for(sb) -> _Pool | None:
+    venv = getattr(sb, "_venv", None)
+    if venv is not None:  # local backend: the tools venv's interpreter
+        key, argv = f"venv:{venv}", None
+        python = Path(venv) / "bin" / "python"
+        if python.exists():
+            site = sorted(Path(venv).glob("lib/python*/site-packages"))
+            argv = _argv(str(python), [str(p) for p in site])
+    else:
+        image_id = getattr(sb, "image_id", None)
+        key, argv = f"image:{image_id}", None
+        with _pools_lock:
+            if key in _pools:
+                return _pools[key]
+        site = _image_site_packages(sb)
+        if site is not None:
+            argv = _argv(sys.executable, [str(site)])
+    if argv is None:
+        return None
+    with _pools_lock:
+        return _pools.setdefault(key, _Pool(argv))
+
+
+def generate(sb, sources: dict[str, tuple[str, list[int]]],
+             timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
+    """Mutants of ``sources`` (repo path -> (patched text, changed line numbers)) made on
+    the host with the tools of ``sb``'s image or venv.
+
+    Returns ``{"files": {path: rewritten source}, "mutants": [...], "errors": [...]}``
+    exactly as ``mutmut_adapter.py generate`` would have made them in the sandbox, or None
+    when the host cannot generate (then generate in the sandbox). Never raises."""
+    if os.environ.get("PROCTOR_HOST_MUTANTS", "1") == "0":
+        return None
+    try:
+        pool = _pool_for(sb)
+    except Exception:  # noqa: BLE001 - no host generation; the sandbox generates
+        return None
+    if pool is None:
+        return None
+    answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
+                            in sources.items()}, timeout)
+    if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):
+        return None
+    return answer
+
+
+def close_all() -> None:
+    """Stop every idle generator process of this process (tests, shutdown)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    for p in pools:
+        p.close()

@@ -1,0 +1,100 @@
+"""Mutants made on the host (warm ``mutmut_adapter.py serve``) are the sandbox's mutants.
+
+The host generator only saves CPU: the mutants it makes, and the rewritten sources, must
+be byte-identical to what ``mutmut_adapter.py generate`` makes in the sandbox, and when its
+reading of the patched text differs from what ``git apply`` wrote, the sandbox generates.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proctor import load_task, score
+from proctor.harness.suites_in_sandbox import open_task_sandbox
+from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.suites import mutant_generator
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+
+BUGGY_FILE = "toolz/itertoolz.py"
+
+
+def _extra_branch(mk) -> tuple[str, str]:
+    """The reference fix plus an untested branch (4 mutants: tests/test_e2e_mutation.py)."""
+    fixed = mk.GETTER_ORIGINAL.replace(
+        "    else:\n        return operator.itemgetter(index)\n",
+        "    elif index is None:\n        return lambda x: x\n"
+        "    else:\n        return operator.itemgetter(index)\n")
+    return mk.GETTER_BUGGY, fixed
+
+
+@pytest.mark.docker
+def test_host_generation_is_byte_identical_to_the_sandboxs(docker_ready, toolz_task,
+                                                           toolz_make_task):
+    old, new = _extra_branch(toolz_make_task)
+    code = (toolz_task / "repo" / BUGGY_FILE).read_text().replace(old, new)
+    first = code.splitlines().index("def getter(index):") + 1
+    lines = list(range(first, first + 12))
+    with open_task_sandbox(load_task(toolz_task), docker_ready) as sb:
+        host = mutant_generator.generate(sb, {BUGGY_FILE: (code, lines)})
+        spec = {"root": "/tmp/g", "files": {BUGGY_FILE: lines}}
+        sb.put_files("/tmp/g", {BUGGY_FILE: code.encode(),
+                                "gen.json": json.dumps(spec).encode()})
+        res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutmut_adapter.py", "generate",
+                      "/tmp/g/gen.json"], cwd="/", timeout=60)
+        assert res.ok, res.output
+        in_sandbox = json.loads(res.output.strip().rpartition("\n")[2])
+        rewritten = sb.get_file(f"/tmp/g/{BUGGY_FILE}").decode()
+    assert host is not None
+    assert len(host["mutants"]) >= 4  # every changed-line mutant of getter
+    assert host["mutants"] == in_sandbox["mutants"]
+    assert host["errors"] == in_sandbox["errors"] == []
+    assert host["files"] == {BUGGY_FILE: rewritten}
+    assert rewritten != code
+
+
+@pytest.mark.docker
+def test_an_unparsable_file_is_an_error_not_a_dead_generator(docker_ready):
+    with DockerSandbox(docker_ready) as sb:
+        bad = mutant_generator.generate(sb, {"pkg/m.py": ("def f(:\n    return 1\n", [1])})
+        good = mutant_generator.generate(sb, {"pkg/m.py": ("def f(a):\n    return a + 1\n",
+                                                           [2])})
+    assert bad["mutants"] == [] and bad["files"] == {}
+    assert [e.split(":")[0] for e in bad["errors"]] == ["pkg/m.py"]
+    assert [m["name"] for m in good["mutants"]] == ["pkg.m.x_f__mutmut_1", "pkg.m.x_f__mutmut_2"]
+
+
+@pytest.mark.docker
+def test_a_request_over_its_timeout_gives_none_and_the_next_one_works(docker_ready):
+    src = {"pkg/m.py": ("def f(a):\n    return a + 1\n", [2])}
+    with DockerSandbox(docker_ready) as sb:
+        assert mutant_generator.generate(sb, src) is not None  # warm
+        pool = mutant_generator._pool_for(sb)
+        assert mutant_generator.generate(sb, src, timeout=0.0) is None
+        assert all(s.alive for s in pool.idle)  # the timed-out process is gone, not idle
+        assert mutant_generator.generate(sb, src)["mutants"]
+
+
+@pytest.mark.docker
+def test_off_switch_and_a_wrong_host_reading_both_fall_back_to_the_sandbox(
+        toolz_task, toolz_patches, monkeypatch):
+    import proctor.suites.mutation as mutation
+
+    host = score(toolz_task, toolz_patches["reference"], rollout_id="host")
+    assert host.evidence["mutation"].details["generated_on"] == "host"
+
+    # The host's reading of the patched file is off by one character: its digest differs
+    # from what git apply wrote, so the sandbox generates (and the result is unchanged).
+    real = mutation.patched_texts
+    monkeypatch.setattr(mutation, "patched_texts", lambda text, pristine: {
+        p: (t + "#") if t else t for p, t in real(text, pristine).items()})
+    wrong = score(toolz_task, toolz_patches["reference"], rollout_id="wrong-reading")
+    monkeypatch.undo()
+    monkeypatch.setenv("PROCTOR_HOST_MUTANTS", "0")
+    off = score(toolz_task, toolz_patches["reference"], rollout_id="off")
+    for rec in (wrong, off):
+        details = rec.evidence["mutation"].details
+        assert details["generated_on"] == "sandbox"
+        assert rec.reward == host.reward and rec.components == host.components
+        assert details["verdicts"] == host.evidence["mutation"].details["verdicts"]
