@@ -290,6 +290,71 @@ def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_
                for s in d["survivors"])
 
 
+#: ``add`` sleeps past the control's timeout in the first forked child of the runner only
+#: (a load spike's stand-in), or in every forked child (code that hangs under mutation
+#: testing; the stats pass runs in the runner itself, before any fork).
+HANG_BASE = "import os\nimport time\n\n\ndef add(a, b):\n    return a - b\n"
+HANG_PATCHED = textwrap.dedent("""\
+    import os
+    import time
+
+    _RUNNER = os.getpid()
+
+
+    def add(a, b):
+        if os.getpid() != _RUNNER and {when}:
+            open("/tmp/hang-marker", "a").close()
+            time.sleep(6)
+        return a + b
+""")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("when,control,score", [
+    ('not os.path.exists("/tmp/hang-marker")', "survived", None),  # a spike: retried
+    ("True", "timeout", 0.0),  # hangs whenever mutated: the retry times out too
+])
+def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
+        docker_ready, tmp_path, toolz_make_task, monkeypatch, when, control, score):
+    from proctor.harness.forbidden import ForbiddenRules
+    from proctor.harness.integrity import check_integrity
+    from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
+    from proctor.harness.workspace import apply_patch, kill_user_processes
+    from proctor.suites import mutation
+
+    root = tmp_path / "hang"
+    (root / "repo/pkg").mkdir(parents=True)
+    (root / "repo/tests").mkdir()
+    (root / "hidden/tests").mkdir(parents=True)
+    (root / "task.toml").write_text(TINY_TOML)
+    (root / "repo/pkg/__init__.py").write_text("")
+    (root / "repo/pkg/core.py").write_text(HANG_BASE)
+    (root / "repo/tests/test_core.py").write_text(
+        "from pkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    (root / "hidden/tests/test_hidden.py").write_text(
+        "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
+    task = load_task(root)
+    patch = toolz_make_task.make_patch(root / "repo", {"pkg/core.py": (
+        HANG_BASE, HANG_PATCHED.format(when=when))})
+    monkeypatch.setattr(mutation, "control_position", lambda n: 0)  # the first fork
+    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
+    with open_task_sandbox(task, docker_ready) as sb:
+        assert apply_patch(sb, patch).applied
+        runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
+        killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
+        assert len(killers) == 2
+        kill_user_processes(sb)
+        res = mutation.run_mutation(sb, task, patch, "git_apply", summary, killers,
+                                    timeout=90)
+    d = res.evidence.details
+    assert d["control"]["verdict"] == control and d["control"]["retried"] is True
+    assert d["control"]["timeout_s"] == pytest.approx(4 * (10 * 0 + 1), abs=0.5)
+    if score == 0.0:
+        assert res.score == 0.0 and "control mutant" in res.note
+    else:  # judged on its mutants like any other step
+        assert res.score is not None and res.score > 0 and res.note is None
+
+
 def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
     import importlib.util
 

@@ -146,6 +146,12 @@ def select_mutants(mutants: list[dict], k: int, seed: int) -> list[dict]:
     return [m for m in mutants if m["name"] in chosen]
 
 
+def control_position(n_mutants: int) -> int:
+    """Where the control goes among ``n_mutants`` mutants: uniform in ``0..n_mutants``
+    (fresh OS randomness, so code under test cannot count forks to reach it)."""
+    return secrets.randbelow(n_mutants + 1)
+
+
 def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
     """(killed / (killed + survived), counts per verdict). ``timeout`` counts as killed,
     ``no_tests`` and ``unjudged`` (the runner died before reaching it) as survived;
@@ -180,7 +186,7 @@ def parse_runner_output(text: str
             stats = obj["stats"]
         elif "mutant" in obj:
             verdicts[obj["mutant"]] = obj
-        elif "control" in obj:
+        elif "control" in obj and not obj.get("retrying"):  # a first try of two: no verdict
             control = obj
         elif "done" in obj:
             done = obj["done"]
@@ -294,7 +300,8 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                         "--assert=plain",  # verdicts need no assertion introspection
                         *task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
-        "control": control, "workers": workers, "timeout_factor": TIMEOUT_FACTOR,
+        "control": control, "control_at": control_position(len(chosen)), "workers": workers,
+        "timeout_factor": TIMEOUT_FACTOR,
         "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
         "budget_s": max(1.0, timeout - prep[2] - 5.0),
     }

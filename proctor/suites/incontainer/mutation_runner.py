@@ -2,14 +2,14 @@
 
 ``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user (SPEC ``-``: read
 from stdin until its end). It loads pytest and mutmut's trampoline, then waits for SPEC
-(written by proctor/suites/mutation.py once ``mutmut_adapter.py generate`` has rewritten the
-throw-away copy and the killers are known; ``{"abort": why}`` ends it):
+(written by proctor/suites/mutation.py once the mutants are in the throw-away copy and the
+killers are known; ``{"abort": why}`` ends it):
 ``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
 (test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
-every test may kill), ``mutants`` (``[{"name",
-"function"}]``), ``control`` (a mutant name that selects no mutant: the original code must
-survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``contention`` (>= 1),
-``budget_s``. Verdicts go to OUT, one JSON object a line.
+every test may kill), ``mutants`` (``[{"name", "function"}]``), ``control`` (a mutant
+name that selects no mutant: the original code must survive it), ``control_at`` (its
+position among the mutants), ``workers``, ``timeout_factor``, ``timeout_constant`` (s),
+``contention`` (>= 1), ``budget_s``. Verdicts go to OUT, one JSON object a line.
 
 1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
    ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
@@ -19,6 +19,12 @@ survive it), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``conten
    at the first failure (:func:`first_failure`, no pytest reports). Its verdict comes back
    on a pipe. Timeout per mutant:
    ``(timeout_factor * sum(covering durations) + timeout_constant) * contention`` seconds.
+
+The control runs at position ``control_at`` of the queue (chosen at random by the
+harness, so code cannot count its way to it). When it times out it runs once more, last,
+with :data:`CONTROL_RETRY_SCALE` times its timeout: a load spike must not void the step,
+while code that hangs under mutation testing hangs again (its first line then has
+``"retrying": true``, the second ``"retried": true``).
 
 Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
 child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
@@ -38,6 +44,8 @@ import time
 import pytest
 
 harness_dir = os.path.dirname(os.path.abspath(__file__))
+#: The control's second run (after a timeout) gets this many times its timeout.
+CONTROL_RETRY_SCALE = 4.0
 
 
 def resolve(function, covering):
@@ -104,8 +112,9 @@ class MutationSession:
                              len(session.items), "duration_s": round(time.monotonic() - t0, 3)}})
         queue = list(self.spec["mutants"])
         if self.spec.get("control"):
-            queue.insert(0, {"name": self.spec["control"], "function": self.spec["control"]
-                             .rpartition("__mutmut_")[0], "control": True})
+            at = min(max(int(self.spec.get("control_at", 0)), 0), len(queue))
+            queue.insert(at, {"name": self.spec["control"], "function": self.spec["control"]
+                              .rpartition("__mutmut_")[0], "control": True})
         self.run_mutants(queue, covering)
         return True
 
@@ -148,7 +157,8 @@ class MutationSession:
                     self.verdict(mutant, "not_run", 0.0)
                     continue
                 timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
-                           + float(spec["timeout_constant"])) * float(spec["contention"])
+                           + float(spec["timeout_constant"])) * float(spec["contention"]) \
+                    * (CONTROL_RETRY_SCALE if mutant.get("retry") else 1.0)
                 name = key + mutant["name"][len(mutant["function"]):]
                 fd, pid = self.fork(name, [t[2] for t in tests])
                 now = time.monotonic()
@@ -175,6 +185,12 @@ class MutationSession:
                 self.kill(pid)
                 os.close(fd)
                 own = started + timeout <= now + 1e-3
+                if own and mutant.get("control") and not mutant.get("retry"):
+                    # A load spike, or code that senses mutation testing? Once more, last
+                    # and with a longer timeout: only a second timeout kills the control.
+                    self.verdict(mutant, "timeout", now - started, timeout, retrying=True)
+                    pending.append(dict(mutant, retry=True))
+                    continue
                 self.verdict(mutant, "timeout" if own else "not_run", now - started, timeout)
         self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
 
@@ -214,11 +230,13 @@ class MutationSession:
         except ChildProcessError:
             pass
 
-    def verdict(self, mutant, verdict, elapsed, timeout=None, killer=None):
+    def verdict(self, mutant, verdict, elapsed, timeout=None, killer=None, retrying=False):
         key = "control" if mutant.get("control") else "mutant"
-        self.emit({key: mutant["name"], "verdict": verdict, "duration_s": round(elapsed, 4),
-                   "timeout_s": None if timeout is None else round(timeout, 3),
-                   "killer": killer})
+        line = {key: mutant["name"], "verdict": verdict, "duration_s": round(elapsed, 4),
+                "timeout_s": None if timeout is None else round(timeout, 3), "killer": killer}
+        if retrying or mutant.get("retry"):
+            line["retrying" if retrying else "retried"] = True
+        self.emit(line)
 
 
 def wait_for_spec(path, limit_s=600.0):
