@@ -431,11 +431,13 @@ def test_baseline_is_computed_once_across_processes(tmp_path, tiny_task):
     assert counts == [0, 0, 1]
 
 
-def test_overlap_by_default_unless_asked_not_to(monkeypatch):
+def test_overlap_by_default_only_while_workers_leave_cores_idle(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=4).overlapped
-    assert BatchOptions().overlapped and BatchOptions(workers=8, overlap=True).overlapped
-    assert not BatchOptions(workers=4, overlap=False).overlapped
+    assert BatchOptions(workers=1).overlapped and BatchOptions(workers=3).overlapped
+    assert not BatchOptions(workers=4).overlapped and not BatchOptions().overlapped
+    assert not BatchOptions(workers=8).overlapped
+    assert BatchOptions(workers=8, overlap=True).overlapped
+    assert not BatchOptions(workers=1, overlap=False).overlapped
 
 
 def test_default_scorer_passes_the_overlap_choice(monkeypatch):
@@ -443,6 +445,7 @@ def test_default_scorer_passes_the_overlap_choice(monkeypatch):
 
     seen = []
     monkeypatch.setattr(batch, "score", lambda *a, **kw: seen.append(kw["overlap"]))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     for overlap, want in ((None, True), (False, False), (True, True)):
         RolloutScorer(BatchOptions(workers=2, overlap=overlap)).scorer("task", b"patch")
         assert seen.pop() is want
