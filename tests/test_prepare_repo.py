@@ -31,6 +31,32 @@ def test_repo_archive_is_one_commit_owned_by_the_sandbox_user_without_compiled_f
     assert {(m.uid, m.gid) for m in members} == {(1000, 1000)}
 
 
+def test_a_task_repo_with_its_own_git_history_gives_none_of_it(toolz_task, tmp_path):
+    import subprocess
+
+    shutil.copytree(toolz_task, tmp_path / "task")
+    repo = tmp_path / "task/repo"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    secret = b"the hidden fix, committed after the task's base\n"
+    (repo / "future_fix.txt").write_bytes(secret)
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "future"]):
+        subprocess.run([*git, *cmd], cwd=repo, check=True, capture_output=True)
+    (repo / "future_fix.txt").unlink()
+    blob = subprocess.run(["git", "hash-object", "--stdin"], input=secret, cwd=repo,
+                          check=True, capture_output=True).stdout.decode().strip()
+    data = repo_archive(load_task(tmp_path / "task"))
+    out = tmp_path / "out"
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(out, filter="data")
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch-check"],
+                             cwd=out / "repo", check=True, capture_output=True, text=True)
+    log = subprocess.run(["git", "log", "--all", "--format=%s"], cwd=out / "repo",
+                         check=True, capture_output=True, text=True)
+    assert log.stdout == "snapshot\n"
+    assert blob not in objects.stdout
+    assert not (out / "repo/future_fix.txt").exists()
+
+
 def test_patch_applies_in_the_copy_command_and_the_repo_has_a_single_commit(
         toolz_task, docker_ready):
     task = load_task(toolz_task)

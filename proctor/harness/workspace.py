@@ -91,10 +91,10 @@ def _apply_variants(patch: bytes) -> list[tuple[str, list[str], bytes]]:
 
 
 def repo_archive(task: Task, extra: dict[str, bytes] | None = None) -> bytes:
-    """An uncompressed tar holding ``repo/`` (the task's repo without ``__pycache__`` and
-    compiled files, as a single-commit git repository) and ``extra`` (relative path ->
-    bytes), everything owned by the sandbox user. The repository is built with the host's
-    git once per task (cached by fingerprint)."""
+    """An uncompressed tar holding ``repo/`` (the task's repo without ``__pycache__``,
+    compiled files and its own top-level ``.git``, as a fresh single-commit git repository)
+    and ``extra`` (relative path -> bytes), everything owned by the sandbox user. The
+    repository is built with the host's git once per task (cached by fingerprint)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel, data in sorted((extra or {}).items()):
@@ -113,7 +113,7 @@ def _user_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 #: Bump when the archive's layout changes (keys the on-disk cache).
-_REPO_TAR_FORMAT = 1
+_REPO_TAR_FORMAT = 2  # 2: a task repo's own .git left out
 
 
 @lru_cache(maxsize=4)
@@ -144,8 +144,9 @@ def _repo_tar(repo: str, fingerprint: str) -> bytes:
 def _build_repo_tar(repo: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="proctor-repo-") as tmp:
         work = Path(tmp) / "repo"
-        shutil.copytree(repo, work, symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
+        compiled = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+        shutil.copytree(repo, work, symlinks=True, ignore=lambda d, names: compiled(d, names)
+                        | ({".git"} if Path(d) == Path(repo) else set()))  # no history
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
