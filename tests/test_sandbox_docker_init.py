@@ -16,7 +16,7 @@ pytestmark = pytest.mark.docker
 def test_python_init_is_pid_1_and_survives_the_user(docker_ready):
     with DockerSandbox(docker_ready) as sb:
         pid1 = sb.run(["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"], timeout=10).output
-        assert pid1.startswith("python3 -c import os, signal, time")
+        assert pid1.startswith("python3 -I -S -c import os, signal, time")
         sb.run(["sh", "-c", "kill -9 1; kill -TERM 1; kill -USR1 1; true"], timeout=10)
         sb.run(["sh", "-c", "kill -9 -1"], timeout=10)  # kills the command's own tree only
         assert sb.run(["true"], timeout=10).ok  # the user cannot take the sandbox down

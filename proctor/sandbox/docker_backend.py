@@ -158,7 +158,7 @@ class DockerSandbox(Sandbox):
                     for inside, host in binds.items()],
         )
         container = self._client.containers.create(
-            image, command=["python3", "-c", PY_INIT], **kwargs)
+            image, command=["python3", "-I", "-S", "-c", PY_INIT], **kwargs)
         self._container = container
         container.start()
         return container
