@@ -46,7 +46,7 @@ ADAPTER_DIR = Path(__file__).resolve().parent / "incontainer"
 MEMORY_LIMIT_BYTES = 2 << 30
 #: Seconds to wait for a generator to load mutmut, and for one answer by default.
 START_TIMEOUT_S = 30.0
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 10.0
 SITE_PACKAGES = f"/opt/proctor/venv/lib/python{SANDBOX_PYTHON}/site-packages"
 
 _BOOT = (
