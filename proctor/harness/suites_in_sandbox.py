@@ -18,7 +18,7 @@ from proctor.harness.workspace import (
     REPO,
     ApplyResult,
     kill_user_processes,
-    place_hidden_tests,
+    plan_hidden_tests,
     prepare_repo,
     reset_scratch,
     restore_public_tests,
@@ -148,10 +148,11 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
         embedded.append(trip)
         return files
 
-    hidden = place_hidden_tests(sb, task, hide_tripwire)
+    hidden, files = plan_hidden_tests(task, hide_tripwire)
+    # put with the run's tripwire directory: one sandbox operation for both
     return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     embedded=embedded[0], changed=changed)
+                     embedded=embedded[0], changed=changed, also_put={hidden.root: files})
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):

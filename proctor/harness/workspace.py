@@ -221,16 +221,18 @@ class HiddenPlacement:
     renamed: dict[str, str]
 
 
-def place_hidden_tests(sb: Sandbox, task: Task,
-                       transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
-                       ) -> HiddenPlacement:
-    """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory,
-    every helper module or package under a fresh random name and the hidden files' imports
-    of it rewritten (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules
-    keep their paths, so test ids do not change). Called only after the patch is applied
-    and after every process of the sandbox user was killed (:func:`kill_user_processes`).
-    ``transform`` (relative path -> content, in and out) may then change the files, e.g. to
-    hide a tripwire among them (it must keep every path).
+def plan_hidden_tests(task: Task,
+                      transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
+                      ) -> tuple[HiddenPlacement, dict[str, bytes]]:
+    """Where the hidden tests go and what: (placement, files: relative path -> bytes), for
+    the caller to put root-owned and read-only at ``placement.root`` (a fresh unpredictable
+    directory under ``/proctor``), only after the patch is applied and after every process
+    of the sandbox user was killed (:func:`kill_user_processes`). Every helper module or
+    package gets a fresh random name and the hidden files' imports of it are rewritten
+    (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules keep their
+    paths, so test ids do not change). ``transform`` (relative path -> content, in and out)
+    may then change the files, e.g. to hide a tripwire among them (it must keep every path).
+    Nothing is put here.
 
     Raises InfraError when a hidden file cannot be read on the host."""
     root = f"/proctor/h-{secrets.token_hex(8)}"
@@ -240,11 +242,10 @@ def place_hidden_tests(sb: Sandbox, task: Task,
     except OSError as exc:
         raise InfraError(f"cannot read the hidden tests: {exc}") from exc
     tree = rename_hidden_tree(files, f"_p{secrets.token_hex(6)}")
-    sb.put_files(root, tree.files if transform is None else transform(tree.files),
-                 read_only=True)
     targets = [tree.paths.get(rel, rel) for rel in task.hidden_files
                if rel not in tree.helper_paths]
-    return HiddenPlacement(root, targets, tree.names)
+    out = tree.files if transform is None else transform(tree.files)
+    return HiddenPlacement(root, targets, tree.names), out
 
 
 def place_bench_dir(sb: Sandbox, task: Task) -> str | None:
