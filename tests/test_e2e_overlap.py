@@ -22,6 +22,12 @@ def opened(monkeypatch):
 
     def spy(*args, **kwargs):
         sb = real(*args, **kwargs)
+        sb.ops = []  # (operation, first argument) of each sandbox operation, in order
+        for name in ("run", "put_archive", "get_file", "put_read_only_dirs"):
+            def counted(*a, _real=getattr(sb, name), _name=name, **kw):
+                sb.ops.append((_name, a[0] if a else None))
+                return _real(*a, **kw)
+            setattr(sb, name, counted)
         seen.append(sb)
         return sb
 
@@ -73,6 +79,11 @@ def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_to
         assert "hidden_tests_s" not in rec.timing and "public_tests_s" not in rec.timing
         ours = [sb for sb in opened if sb.run_id == rec.rollout_id]  # not the baseline's
         assert len(ours) == n and all(sb.leftovers() == [] for sb in opened)
+        # the tree report came with the apply command; judged on the host, the violation
+        # stopped everything after it: no compiled / static analysis command ran at all
+        assert all([op for op, _ in sb.ops] == ["run"] for sb in ours), [sb.ops for sb in ours]
+        assert not {"compiled", "static_analysis"} & set(rec.evidence)
+        assert rec.evidence["tamper"].command.startswith("tree_report.py (in the apply")
 
 
 @pytest.mark.parametrize("where", ["first", "second"])

@@ -4,9 +4,10 @@
                    pyproject.toml per section (no copy, no container)
     2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined; then refuse
                    new modules shadowing what the image has installed
-    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` (one
-                   command); then, before any code of the patch runs, the tamper checks
-                   (tree check, suspicious code, tests weakened, reference data altered)
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` and the
+                   post-apply tree report (one command); then, before any code of the patch
+                   runs, the tamper checks (tree check, suspicious code, tests weakened,
+                   reference data altered)
     4. measure     compiled and static analysis (files only, before any code of the patch
                    runs), public tests (pristine); in a second fresh sandbox with the same
                    patch applied (made at once, used once the tamper check passed; its steps
@@ -46,7 +47,7 @@ from proctor.harness.suites_in_sandbox import (
     run_hidden,
     run_public,
 )
-from proctor.harness.tamper import inspect_patched_tree, pristine_text
+from proctor.harness.tamper import inspect_patched_tree, pristine_text, wanted_texts
 from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import (
     APPLY_STRATEGIES,
@@ -194,15 +195,17 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     if shadowing:  # a new top-level module named like one the image has installed
         return _violation(rec, shadowing, task, blockers)
 
-    # 3. Sandbox: fresh container, single-commit repo, git apply (one command). The second
+    # 3. Sandbox: fresh container, single-commit repo, git apply, the tree report of the
+    # patched repo (one command; judged on the host right after). The second
     # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
     # reaches them) is made at once, in parallel, and closed unused on any early return
     # (``overlap``; else only once the tamper check passed).
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
-    def sandbox():
+    def sandbox(tree_paths: list[str] | None = None):
         return open_patched_sandbox(task, tag, data, limits, rec.rollout_id, backend=backend,
-                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S))
+                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S),
+                                    tree_paths=tree_paths)
 
     with ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
@@ -210,8 +213,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if overlap:
             second = pool.submit(sandbox)
             stack.callback(_close_unused, second, taken)
-        with timer("sandbox"):  # create + copy + apply
-            sb, applied = sandbox()
+        with timer("sandbox"):  # create + copy + apply + the tree report (one command)
+            sb, applied = sandbox(wanted_texts(summary))
         stack.callback(sb.close)
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
@@ -222,9 +225,11 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                                    blockers)
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
             tamper = inspect_patched_tree(sb, task, REPO, summary,
-                                          deadline.budget(STEP_TIMEOUT_S))
+                                          deadline.budget(STEP_TIMEOUT_S),
+                                          applied.tree_report, applied.tree_report_cut)
         rec.evidence["tamper"] = Evidence(
-            command="tree_report.py; tamper judges", duration_s=rec.timing["tamper_s"],
+            command="tree_report.py (in the apply command); tamper judges",
+            duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)

@@ -43,17 +43,20 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
 def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
                          limits: Limits = Limits(), run_id: str | None = None, *,
                          backend: str = "docker", ttl_s: float = 3600.0,
-                         timeout: float = 120.0) -> tuple[Sandbox, ApplyResult | None]:
+                         timeout: float = 120.0, tree_paths: list[str] | None = None,
+                         ) -> tuple[Sandbox, ApplyResult | None]:
     """Like :func:`open_task_sandbox`, with ``patch`` applied (``git apply`` and its
     fallbacks) in the same sandbox command as the copy of the repo: (sandbox, how the
     patch applied, None without a patch). A patch that does not apply leaves the pristine
-    repo (``applied`` False); the caller closes the sandbox either way."""
+    repo (``applied`` False); the caller closes the sandbox either way. ``tree_paths``:
+    the same command also runs the post-apply tree report (see
+    :func:`~proctor.harness.workspace.prepare_repo`)."""
     mounts = harness_mount()
     sb = open_sandbox(backend, image, limits, run_id, ttl_s, mounts)
     try:
-        applied = prepare_repo(sb, task, timeout, patch)
-        if not mounts:
+        if not mounts:  # before the apply command: it may run the tree report
             install_harness(sb)
+        applied = prepare_repo(sb, task, timeout, patch, tree_paths)
     except BaseException:
         sb.close()
         raise

@@ -7,8 +7,10 @@ Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decid
 from __future__ import annotations
 
 import io
+import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.harness.hidden_names import rename_hidden_tree
+from proctor.harness.tamper import tree_report_argv
 from proctor.harness.task import Task
 from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
 from proctor.suites.baseline import cache_dir
@@ -33,45 +36,89 @@ GIT = ["git", "-c", "user.name=proctor", "-c", "user.email=proctor@localhost",
 @dataclass(frozen=True)
 class ApplyResult:
     """``strategy`` names the fallback that worked (None: none did); ``output`` is git's
-    message from the last attempt."""
+    message from the last attempt; ``duration_s``: the copy and the apply (seconds).
+
+    ``tree_report``: when :func:`prepare_repo` was asked for it and the patch applied, the
+    JSON ``tree_report.py`` printed right after the apply in the same command (None: not
+    asked, not applied, the script failed, or its output was cut at the sandbox's output
+    cap: then ``tree_report_cut``); ``tree_report_s``: its run time in the sandbox."""
 
     applied: bool
     strategy: str | None
     output: str
     duration_s: float
+    tree_report: str | None = None
+    tree_report_s: float = 0.0
+    tree_report_cut: bool = False
 
 
 def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
-                 patch: bytes | None = None) -> ApplyResult | None:
+                 patch: bytes | None = None, tree_paths: list[str] | None = None,
+                 ) -> ApplyResult | None:
     """Put ``repo/`` at ``REPO`` as a fresh single-commit git repository (no history to
     leak) and, when ``patch`` is given, ``git apply`` it with the fallbacks of
     :data:`APPLY_STRATEGIES`, all in one sandbox command (the repository is built once per
-    task on the host, :func:`repo_archive`; the command only extracts it). Returns the
-    :class:`ApplyResult` (``duration_s``: the whole command, seconds), or None without a
-    patch. Raises InfraError when the copy fails."""
+    task on the host, :func:`repo_archive`; the command only extracts it). With
+    ``tree_paths`` (the touched paths whose text the tamper judges read) the same command,
+    once an attempt applied, also runs the post-apply tree report
+    (:func:`proctor.harness.tamper.tree_report_argv`, as the sandbox user like the rest:
+    nothing of the patch has run yet) and returns what it printed in
+    ``ApplyResult.tree_report``, each part of the output after a marker with a fresh nonce
+    the patch cannot know. The harness files must already be in the sandbox then.
+
+    Returns the :class:`ApplyResult`, or None without a patch. Raises InfraError when the
+    copy fails (or the whole command does, e.g. times out)."""
     token = secrets.token_hex(8)
     variants = _apply_variants(patch) if patch is not None else []
+    extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
+             for i, (_n, _f, data) in enumerate(variants)}
     lines = ["set -u", "cd /work || exit 90", "tar -x --no-same-permissions -f - || exit 90",
-             "cd repo || exit 90"]
+             "cd repo || exit 90", "report() { :; }"]
+    if tree_paths is not None and variants:
+        extra[f"{APPLY_DIR.rpartition('/')[2]}/paths.json"] = json.dumps(
+            list(tree_paths)).encode()
+        argv = shlex.join(tree_report_argv(REPO, "-", f"{APPLY_DIR}/paths.json"))
+        lines.append(f'report() {{ echo "@@proctor-{token}-tree $(date +%s%N)"; '
+                     f"(cd /work && exec {argv} </dev/null) 2>&1; c=$?; echo; "
+                     f'echo "@@proctor-{token}-tree-end $c $(date +%s%N)"; }}')
     for i, (name, flags, _data) in enumerate(variants):
         lines += [f"echo '@@proctor-{token} {name}'",
                   f"if git apply --whitespace=nowarn {' '.join(flags)} {APPLY_DIR}/{i}.diff "
-                  f"2>&1; then rm -rf {APPLY_DIR}; echo '@@proctor-{token}-applied'; exit 0; fi"]
+                  f"2>&1; then echo '@@proctor-{token}-applied'; report; rm -rf {APPLY_DIR}; "
+                  "exit 0; fi"]
     lines.append(f"rm -rf {APPLY_DIR}; exit 0")
-    extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
-             for i, (_n, _f, data) in enumerate(variants)}
     res = sb.run(["sh", "-c", "\n".join(lines)], timeout=timeout, cwd="/work",
                  stdin=repo_archive(task, extra))
     if res.exit_code != 0 or res.timed_out:
         raise InfraError(f"cannot copy the repo into the sandbox: {res.output[-2000:]}")
     if patch is None:
         return None
+    applying, _, tree = res.output.partition(f"@@proctor-{token}-tree ")
     applied = f"@@proctor-{token}-applied"
-    attempts = res.output.split(f"@@proctor-{token} ")
+    attempts = applying.split(f"@@proctor-{token} ")
     last = attempts[-1].partition("\n")
     output = last[2].replace(applied + "\n", "").replace(applied, "")
-    strategy = last[0].strip() if applied in res.output else None
-    return ApplyResult(strategy is not None, strategy, output, res.duration_s)
+    strategy = last[0].strip() if applied in applying else None
+    report, report_s = _tree_report(tree, token)
+    return ApplyResult(strategy is not None, strategy, output,
+                       max(0.0, res.duration_s - report_s), report, report_s,
+                       tree_report_cut=strategy is not None and tree_paths is not None
+                       and report is None and res.truncated)
+
+
+def _tree_report(text: str, token: str) -> tuple[str | None, float]:
+    """(the tree report's JSON text, its seconds) from the part of the apply command's
+    output after the tree marker; (None, seconds or 0.0) when it failed or was cut."""
+    start, _, rest = text.partition("\n")
+    body, sep, end = rest.rpartition(f"\n@@proctor-{token}-tree-end ")
+    if not sep:
+        return None, 0.0
+    try:
+        code, t1 = (int(x) for x in end.split()[:2])
+        seconds = max(0.0, (t1 - int(start.strip())) / 1e9)
+    except ValueError:
+        return None, 0.0
+    return (body if code == 0 else None), seconds
 
 
 #: Where :func:`prepare_repo` puts the patch variants (outside the repo; removed after).
