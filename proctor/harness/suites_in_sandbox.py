@@ -124,10 +124,14 @@ def _write_read_only_dir(where: Path, files: dict[str, bytes]) -> None:
 
 
 def run_public(sb: Sandbox, task: Task, timeout: float,
-               changed: list[str] | None = None) -> SuiteRun:
+               changed: list[str] | None = None, *, restored: bool = False) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
-    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`)."""
-    restore_public_tests(sb, task)
+    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
+    ``restored``: the caller already put them back, in a command of its own that ran
+    nothing of the patch after it (the executor's file checks end with it), so the
+    restore is skipped."""
+    if not restored:
+        restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
                      changed=changed)

@@ -24,7 +24,8 @@ from proctor.errors import InfraError
 from proctor.harness.hidden_names import rename_hidden_tree
 from proctor.harness.tamper import tree_report_argv
 from proctor.harness.task import Task
-from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
+from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
+from proctor.sandbox.steps import Step
 from proctor.suites.baseline import cache_dir
 
 REPO = "/work/repo"
@@ -247,13 +248,27 @@ def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
 
 def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     """Replace the public test paths with their pristine copies (the patch's edits to them,
-    and test files it added there, are gone)."""
+    and test files it added there, are gone): :func:`restore_public_tests_step` as a
+    command of its own. Raises InfraError when that fails."""
+    step = restore_public_tests_step(task, timeout)
+    check_restored(sb.run(step.argv, timeout=step.timeout, cwd=step.cwd, stdin=step.stdin))
+
+
+def restore_public_tests_step(task: Task, timeout: float = 60) -> Step:
+    """The restore of the pristine public tests as a step (:mod:`proctor.sandbox.steps`),
+    e.g. the last of the command before the public run: remove the public test paths,
+    then extract the pristine copies (sandbox user's) from stdin."""
     paths = task.config.tests.public
-    # One command: remove, then extract the pristine copies from stdin.
-    res = sb.run(["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
-                  *paths], timeout=timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
-    if not res.ok:
-        raise InfraError(f"cannot reset public tests: {res.output[-1000:]}")
+    return Step("restore_public_tests",
+                ["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
+                 *paths], timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
+
+
+def check_restored(res: ExecResult | None) -> None:
+    """Raises InfraError when the restore (``res``: its result) did not succeed."""
+    if res is None or not res.ok:
+        why = "no result" if res is None else res.output[-1000:]
+        raise InfraError(f"cannot reset public tests: {why}")
 
 
 @dataclass(frozen=True)
