@@ -18,6 +18,7 @@ from proctor.suites.compile_check import compile_step, judge_compiles
 from proctor.suites.file_checks import run_file_checks
 from proctor.suites.snapshot import check_snapshot, snapshot_step
 from proctor.suites.static_analysis import judge_static, static_step
+from tests.counting_sandbox import CountingSandbox
 
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("local", marks=pytest.mark.local)]
@@ -48,15 +49,6 @@ def patched(toolz_task, patch, request, no_leaks):
         yield sb, task
 
 
-class _Counting:
-    def __init__(self, sb) -> None:
-        self.sb, self.runs = sb, 0
-
-    def run(self, *args, **kwargs):
-        self.runs += 1
-        return self.sb.run(*args, **kwargs)
-
-
 def _alone(sb, step: Step) -> ExecResult:
     return sb.run(step.argv, timeout=step.timeout, cwd=step.cwd, stdin=step.stdin)
 
@@ -64,7 +56,7 @@ def _alone(sb, step: Step) -> ExecResult:
 @pytest.mark.parametrize("patched", BACKENDS, indirect=True)
 def test_one_command_gives_the_evidence_each_command_of_its_own_gave(patched):
     sb, task = patched
-    counting = _Counting(sb)
+    counting = CountingSandbox(sb)
     checks = run_file_checks(counting, REPO, PATHS, compile_timeout=60, static_timeout=60,
                              then=[restore_public_tests_step(task)])
     assert counting.runs == 1

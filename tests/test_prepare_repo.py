@@ -13,6 +13,7 @@ import pytest
 from proctor import load_task
 from proctor.harness.suites_in_sandbox import open_patched_sandbox
 from proctor.harness.workspace import REPO, repo_archive
+from tests.counting_sandbox import CountingSandbox
 
 pytestmark = pytest.mark.docker
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
@@ -21,22 +22,6 @@ BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
 
 def _env(request, backend: str) -> str:
     return request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
-
-
-class _Counting:
-    """Counts a sandbox's commands (``run``), puts and reads."""
-
-    def __init__(self, sb) -> None:
-        self.sb, self.ops = sb, []
-
-    def __getattr__(self, name):
-        attr = getattr(self.sb, name)
-        if name in ("run", "put_archive", "get_file", "put_read_only_dirs"):
-            def counted(*args, **kwargs):
-                self.ops.append(name)
-                return attr(*args, **kwargs)
-            return counted
-        return attr
 
 
 def test_repo_archive_is_one_commit_owned_by_the_sandbox_user_without_compiled_files(
@@ -144,7 +129,7 @@ def test_tree_report_runs_in_the_apply_command_and_matches_the_report_of_its_own
         assert "@@proctor" not in applied.output and "hashes" not in applied.output
         assert applied.tree_report is not None and not applied.tree_report_cut
         assert 0 < applied.tree_report_s < applied.duration_s + applied.tree_report_s
-        counting = _Counting(sb)
+        counting = CountingSandbox(sb)
         printed = read_patched_tree(counting, REPO, summary, printed=applied.tree_report)
         assert counting.ops == []  # nothing more to run
         assert printed == read_patched_tree(sb, REPO, summary)  # as a command of its own
@@ -185,7 +170,7 @@ def test_tree_report_cut_at_the_output_cap_is_read_from_a_file(toolz_task, reque
     with sb:
         assert applied.applied and applied.strategy == "git_apply"
         assert applied.tree_report is None and applied.tree_report_cut
-        counting = _Counting(sb)
+        counting = CountingSandbox(sb)
         tree = read_patched_tree(counting, REPO, summary, printed=None, cut=True)
         assert counting.ops == ["run", "get_file"]  # straight to the file
         assert "toolz/itertoolz.py" in tree.hashes and set(tree.texts) == {"toolz/itertoolz.py"}

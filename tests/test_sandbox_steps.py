@@ -12,6 +12,7 @@ import pytest
 from proctor.errors import InfraError
 from proctor.sandbox.base import BACKENDS, Limits, Sandbox
 from proctor.sandbox.steps import Step, run_steps
+from tests.counting_sandbox import CountingSandbox
 
 BACKEND_PARAMS = [pytest.param("docker", marks=pytest.mark.docker),
                   pytest.param("local", marks=pytest.mark.local)]
@@ -33,15 +34,6 @@ def open_sb(request, no_leaks):
         sb.close()
 
 
-class _Counting:
-    def __init__(self, sb: Sandbox) -> None:
-        self.sb, self.runs = sb, 0
-
-    def run(self, *args, **kwargs):
-        self.runs += 1
-        return self.sb.run(*args, **kwargs)
-
-
 def test_each_step_gets_what_a_command_of_its_own_gets(open_sb):
     sb = open_sb()
     sb.run(["mkdir", "-p", "/work/repo"], timeout=10)
@@ -55,7 +47,7 @@ def test_each_step_gets_what_a_command_of_its_own_gets(open_sb):
         Step("sleep", ["sleep", "0.3"], 10),
         Step("whoami", ["id", "-u"], 10),
     ]
-    counting = _Counting(sb)
+    counting = CountingSandbox(sb)
     got = run_steps(counting, steps, workdir=W)
     assert counting.runs == 1
     for step in steps[:4] + steps[7:]:
@@ -101,7 +93,7 @@ def test_a_step_cut_at_the_shared_output_cap_runs_again_alone_after_its_required
     steps = [Step("setup", ["sh", "-c", f"echo made > {W}/made"], 10, required=True),
              Step("first", ["sh", "-c", big], 10),
              Step("second", ["sh", "-c", f"cat {W}/made; {big}"], 10)]
-    counting = _Counting(sb)
+    counting = CountingSandbox(sb)
     got = run_steps(counting, steps, workdir=W)
     assert counting.runs == 2  # all together, then "second" again after "setup"
     assert got["first"].output == "x" * 3500 + "\n"
