@@ -22,6 +22,12 @@ def opened(monkeypatch):
 
     def spy(*args, **kwargs):
         sb = real(*args, **kwargs)
+        sb.ops = []  # (operation, first argument) of each sandbox operation, in order
+        for name in ("run", "put_archive", "get_file"):
+            def counted(*a, _real=getattr(sb, name), _name=name, **kw):
+                sb.ops.append((_name, a[0] if a else None))
+                return _real(*a, **kw)
+            setattr(sb, name, counted)
         seen.append(sb)
         return sb
 
@@ -44,6 +50,17 @@ def test_overlap_or_not_gives_the_same_record(toolz_task, toolz_patches, name, o
     assert _same_measure(together) == _same_measure(apart)
     ours = [sb for sb in opened if sb.run_id in (together.rollout_id, apart.rollout_id)]
     assert len(ours) == 4 and all(sb.leftovers() == [] for sb in opened)
+    # one step after the other, the first sandbox opened is the public one: four commands
+    # (apply + tree report; compiled + static + restore; the tripwire's dir; the run)
+    public = next(sb for sb in ours if sb.run_id == apart.rollout_id)
+    assert [op for op, _ in public.ops] == ["run"] * 4, public.ops
+    assert "tree-end" in public.ops[0][1][2] and "restore_public_tests" in public.ops[1][1][2]
+    assert public.ops[2][1][4] == "/proctor" and "run_pytest.py" in public.ops[3][1][3]
+    # the hidden one: apply; the hidden tests and the tripwire's dir in one put; the run
+    hidden = [sb for sb in ours if sb.run_id == apart.rollout_id][1]
+    assert [op for op, _ in hidden.ops[:3]] == ["run"] * 3, hidden.ops
+    assert hidden.ops[1][1][4] == "/proctor" and len(hidden.ops[1][1]) == 7  # h- and t- dirs
+    assert "run_pytest.py" in hidden.ops[2][1][3]
 
 
 def test_patch_that_does_not_apply_closes_the_speculative_sandbox(toolz_task, toolz_patches,
@@ -73,6 +90,11 @@ def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_to
         assert "hidden_tests_s" not in rec.timing and "public_tests_s" not in rec.timing
         ours = [sb for sb in opened if sb.run_id == rec.rollout_id]  # not the baseline's
         assert len(ours) == n and all(sb.leftovers() == [] for sb in opened)
+        # the tree report came with the apply command; judged on the host, the violation
+        # stopped everything after it: no compiled / static analysis command ran at all
+        assert all([op for op, _ in sb.ops] == ["run"] for sb in ours), [sb.ops for sb in ours]
+        assert not {"compiled", "static_analysis"} & set(rec.evidence)
+        assert rec.evidence["tamper"].command.startswith("tree_report.py (in the apply")
 
 
 @pytest.mark.parametrize("where", ["first", "second"])
@@ -84,7 +106,7 @@ def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
     def boom(*args, **kwargs):
         raise InfraError(f"boom in the {where} sandbox")
 
-    target = "check_compiles" if where == "first" else "run_hidden"
+    target = "run_file_checks" if where == "first" else "run_hidden"
     monkeypatch.setattr(executor, target, boom)
     rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "error" and rec.reward is None

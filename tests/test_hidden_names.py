@@ -10,7 +10,7 @@ import pytest
 
 from proctor.harness.hidden_names import helper_units, rename_hidden_tree, rewrite_imports
 from proctor.harness.task import load_task
-from proctor.harness.workspace import place_hidden_tests
+from proctor.harness.workspace import plan_hidden_tests
 from tests.redteam import mini_task
 
 NAMES = {"helpers": "helpers_pX", "support": "support_pX"}
@@ -175,24 +175,12 @@ def test_a_suffix_that_breaks_identifiers_or_collides_is_refused():
         rename_hidden_tree({"test_a.py": b"", "h.py": b"", "h_p1.py": b""}, "_p1")
 
 
-class _Recorder:
-    """The one sandbox call place_hidden_tests makes."""
-
-    def __init__(self) -> None:
-        self.put: dict[str, tuple[dict[str, bytes], bool]] = {}
-
-    def put_files(self, dest, files, *, read_only=False):
-        self.put[dest] = (files, read_only)
-
-
-def test_place_hidden_tests_puts_renamed_helpers_and_targets_only_the_rest(tmp_path):
+def test_plan_hidden_tests_renames_helpers_and_targets_only_the_rest(tmp_path):
     task_dir = mini_task.build(tmp_path / "t", lambda repo, edits: b"",
                                hidden=mini_task.HIDDEN_WITH_HELPER)
     task = load_task(task_dir)
-    sb = _Recorder()
-    placed = place_hidden_tests(sb, task)
-    [(root, (files, read_only))] = sb.put.items()
-    assert root == placed.root and root.startswith("/proctor/h-") and read_only
+    placed, files = plan_hidden_tests(task)
+    assert placed.root.startswith("/proctor/h-")
     [new] = placed.renamed.values()
     assert placed.renamed == {"helpers": new} and new.startswith("helpers_p") and len(new) == 21
     assert placed.targets == ["conftest.py", "tests/test_hidden.py"]
@@ -201,5 +189,6 @@ def test_place_hidden_tests_puts_renamed_helpers_and_targets_only_the_rest(tmp_p
     assert files["tests/test_hidden.py"] == (hidden / "tests/test_hidden.py").read_bytes(
         ).replace(b"from helpers import", f"from {new} import".encode())
     assert files[f"tests/{new}.py"] == (hidden / "tests/helpers.py").read_bytes()
-    # a fresh name every time
-    assert place_hidden_tests(sb, task).renamed != placed.renamed
+    # a fresh name and a fresh directory every time
+    again, _ = plan_hidden_tests(task)
+    assert again.renamed != placed.renamed and again.root != placed.root

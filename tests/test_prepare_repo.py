@@ -1,5 +1,6 @@
 """The repo copy + ``git apply`` in one sandbox command (``workspace.prepare_repo``): the
-host-built single-commit repository, the apply fallbacks and git's message on failure."""
+host-built single-commit repository, the apply fallbacks and git's message on failure, and
+the post-apply tree report run in the same command (both backends)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ import pytest
 from proctor import load_task
 from proctor.harness.suites_in_sandbox import open_patched_sandbox
 from proctor.harness.workspace import REPO, repo_archive
+from tests.counting_sandbox import CountingSandbox
 
 pytestmark = pytest.mark.docker
+BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
+            pytest.param("local", marks=pytest.mark.local)]
+
+
+def _env(request, backend: str) -> str:
+    return request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
 
 
 def test_repo_archive_is_one_commit_owned_by_the_sandbox_user_without_compiled_files(
@@ -129,3 +137,93 @@ def test_repo_archive_is_built_once_per_task_and_kept_on_disk(toolz_task, tmp_pa
     [kept] = (tmp_path / "cache" / "repos").iterdir()
     assert kept.name.startswith(task.fingerprint) and kept.read_bytes() in first
     workspace._repo_tar.cache_clear()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tree_report_runs_in_the_apply_command_and_matches_the_report_of_its_own(
+        toolz_task, request, backend):
+    from proctor.harness.integrity import parse_patch
+    from proctor.harness.tamper import inspect_patched_tree, read_patched_tree, wanted_texts
+
+    task = load_task(toolz_task)
+    patch = task.reference_patch.read_bytes()
+    summary = parse_patch(patch.decode())
+    sb, applied = open_patched_sandbox(task, _env(request, backend), patch, backend=backend,
+                                       tree_paths=wanted_texts(summary))
+    with sb:
+        assert applied.applied and applied.strategy == "git_apply"
+        assert "@@proctor" not in applied.output and "hashes" not in applied.output
+        assert applied.tree_report is not None and not applied.tree_report_cut
+        assert 0 < applied.tree_report_s < applied.duration_s + applied.tree_report_s
+        counting = CountingSandbox(sb)
+        printed = read_patched_tree(counting, REPO, summary, printed=applied.tree_report)
+        assert counting.ops == []  # nothing more to run
+        assert printed == read_patched_tree(sb, REPO, summary)  # as a command of its own
+        assert set(printed.texts) == {"toolz/itertoolz.py"}
+        verdict = inspect_patched_tree(counting, task, REPO, summary, 60,
+                                       applied.tree_report)
+        assert verdict.violations == [] and counting.ops == []
+        gone = sb.run(["sh", "-c", "ls -a /work"], timeout=30)
+        assert gone.output.split() == [".", "..", "repo"]  # the path list is removed too
+
+
+def test_tree_report_not_run_when_not_asked_or_when_the_patch_does_not_apply(
+        toolz_task, docker_ready):
+    task = load_task(toolz_task)
+    patch = task.reference_patch.read_bytes()
+    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    with sb:
+        assert applied.applied and applied.tree_report is None and applied.tree_report_s == 0
+    stale = patch.replace(b"\n def ", b"\n def zz", 1)
+    sb, applied = open_patched_sandbox(task, docker_ready, stale, tree_paths=[])
+    with sb:
+        assert not applied.applied and applied.tree_report is None
+        assert not applied.tree_report_cut and "@@proctor" not in applied.output
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tree_report_cut_at_the_output_cap_is_read_from_a_file(toolz_task, request, backend):
+    from proctor.harness.integrity import parse_patch
+    from proctor.harness.tamper import read_patched_tree, wanted_texts
+    from proctor.sandbox.base import Limits
+
+    task = load_task(toolz_task)
+    patch = task.reference_patch.read_bytes()
+    summary = parse_patch(patch.decode())
+    sb, applied = open_patched_sandbox(task, _env(request, backend), patch,
+                                       Limits(output_cap=1500), backend=backend,
+                                       tree_paths=wanted_texts(summary))
+    with sb:
+        assert applied.applied and applied.strategy == "git_apply"
+        assert applied.tree_report is None and applied.tree_report_cut
+        counting = CountingSandbox(sb)
+        tree = read_patched_tree(counting, REPO, summary, printed=None, cut=True)
+        assert counting.ops == ["run", "get_file"]  # straight to the file
+        assert "toolz/itertoolz.py" in tree.hashes and set(tree.texts) == {"toolz/itertoolz.py"}
+
+
+def test_tree_report_that_fails_in_the_apply_command_runs_again_and_fails_loudly(
+        toolz_task, docker_ready, monkeypatch):
+    from proctor.errors import InfraError
+    from proctor.harness import workspace
+    from proctor.harness.integrity import parse_patch
+    from proctor.harness.tamper import read_patched_tree
+
+    # a report script that is not there: the apply still stands, the report is missing
+    monkeypatch.setattr(workspace, "tree_report_argv",
+                        lambda repo, out, paths: ["/proctor/harness/missing.py"])
+    task = load_task(toolz_task)
+    patch = task.reference_patch.read_bytes()
+    sb, applied = open_patched_sandbox(task, docker_ready, patch, tree_paths=[])
+    with sb:
+        assert applied.applied and applied.tree_report is None and not applied.tree_report_cut
+        assert "@@proctor" not in applied.output
+        summary = parse_patch(patch.decode())
+        tree = read_patched_tree(sb, REPO, summary, printed=applied.tree_report)
+        assert "toolz/itertoolz.py" in tree.hashes  # the real script, run on its own
+        from proctor.harness import tamper
+
+        monkeypatch.setattr(tamper, "tree_report_argv",  # failing on its own too: loudly
+                            lambda repo, out, paths: ["/proctor/harness/missing.py"])
+        with pytest.raises(InfraError, match="post-apply tree report failed"):
+            read_patched_tree(sb, REPO, summary, printed=applied.tree_report)

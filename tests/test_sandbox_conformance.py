@@ -102,6 +102,35 @@ def test_files_roundtrip_and_read_only_files_cannot_be_changed(open_sb):
     assert sb.get_file("/proctor/harness/h.py") == b"y = 2\n"
 
 
+def test_several_read_only_dirs_in_one_operation_are_like_read_only_put_files(open_sb):
+    sb = open_sb()
+    sb.put_read_only_dirs({"/proctor/h-1": {"t/test_a.py": b"a\n", "c.py": b"c\n"},
+                           "/proctor/t-2": {"x.json": b"[]"}, "/proctor/e-3": {}})
+    assert sb.get_file("/proctor/h-1/t/test_a.py") == b"a\n"
+    assert sb.get_file("/proctor/t-2/x.json") == b"[]"
+    sb.put_files("/proctor/r-0", {"t/test_a.py": b"a\n"}, read_only=True)  # the reference
+    modes = sb.run(["sh", "-c", "cd /proctor && stat -c '%n %u %a' r-0 r-0/t r-0/t/test_a.py "
+                    "h-1 h-1/t h-1/t/test_a.py h-1/c.py t-2 t-2/x.json e-3"], timeout=10).output
+    owner = modes.split()[1]  # root's uid as the user sees it (1000 in a user namespace)
+    assert modes.split("\n")[:10] == [
+        f"r-0 {owner} 555", f"r-0/t {owner} 555", f"r-0/t/test_a.py {owner} 444",
+        f"h-1 {owner} 555", f"h-1/t {owner} 555", f"h-1/t/test_a.py {owner} 444",
+        f"h-1/c.py {owner} 444", f"t-2 {owner} 555", f"t-2/x.json {owner} 444",
+        f"e-3 {owner} 555"]
+    tamper = sb.run(["sh", "-c", "echo z > /proctor/h-1/c.py; rm -f /proctor/t-2/x.json; "
+                     "touch /proctor/h-1/t/new.py; mv /proctor/h-1 /proctor/y"], timeout=10)
+    assert tamper.exit_code != 0 and sb.get_file("/proctor/h-1/c.py") == b"c\n"
+    assert sb.run(["ls", "/proctor/t-2", "/proctor/h-1/t"], timeout=10).output.split() == [
+        "/proctor/h-1/t:", "test_a.py", "/proctor/t-2:", "x.json"]
+    from proctor.errors import InfraError
+
+    with pytest.raises(InfraError):  # fresh directories only
+        sb.put_read_only_dirs({"/proctor/t-2": {"y": b""}})
+    assert sb.get_file("/proctor/t-2/y") is None
+    with pytest.raises(ValueError):
+        sb.put_read_only_dirs({"/proctor/a": {}, "/tmp/b": {}})
+
+
 # ------------------------------------------------------------------ timeouts
 
 

@@ -130,6 +130,32 @@ def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
             assert json.loads(stdin) == ["pkg/core.py"]
 
 
+def test_tree_report_printed_in_the_apply_command_needs_no_command_of_its_own():
+    import json
+
+    from proctor.harness.tamper import read_patched_tree
+
+    report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
+    summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
+    sb = _StubSandbox(report, False)
+    assert read_patched_tree(sb, "/work/repo", summary, printed=report).texts == {
+        "a.py": "x = 1\n"}
+    assert sb.calls == []
+    # not a report (failed, or an unexpected shape): the script runs on its own, as before
+    for printed in ("Traceback ...", "[]", json.dumps({"hashes": {}})):
+        sb = _StubSandbox(report, False)
+        assert read_patched_tree(sb, "/work/repo", summary, printed=printed).hashes == {
+            "a.py": "h"}
+        assert len(sb.calls) == 1
+    # cut at the output cap in the apply command: straight to the file
+    sb = _StubSandbox(report, True)
+    assert read_patched_tree(sb, "/work/repo", summary, printed=None, cut=True).hashes
+    [(argv, _)] = sb.calls
+    from proctor.harness.tamper import REPORT
+
+    assert REPORT in argv
+
+
 def test_symlink_is_hashed_as_its_target_not_followed(tmp_path):
     (tmp_path / "real.txt").write_text("x")
     (tmp_path / "link.txt").symlink_to("real.txt")

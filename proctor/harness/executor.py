@@ -4,15 +4,17 @@
                    pyproject.toml per section (no copy, no container)
     2. baseline    cached per task: FAIL_TO_PASS / PASS_TO_PASS / quarantined; then refuse
                    new modules shadowing what the image has installed
-    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` (one
-                   command); then, before any code of the patch runs, the tamper checks
-                   (tree check, suspicious code, tests weakened, reference data altered)
+    3. sandbox     fresh container, repo as a single-commit git repo, `git apply` and the
+                   post-apply tree report (one command); then, before any code of the patch
+                   runs, the tamper checks (tree check, suspicious code, tests weakened,
+                   reference data altered)
     4. measure     compiled and static analysis (files only, before any code of the patch
-                   runs), public tests (pristine); in a second fresh sandbox with the same
-                   patch applied (made at once, used once the tamper check passed; its steps
-                   alongside the first's unless ``overlap=False``): hidden tests (copied in
-                   now), mutation score (changed lines, trusted killers: its kill phase
-                   waits for the public run), performance (task benchmark)
+                   runs; one command with the restore of the pristine public tests), public
+                   tests; in a second fresh sandbox with the same patch applied (made at
+                   once, used once the tamper check passed; its steps alongside the first's
+                   unless ``overlap=False``): hidden tests (copied in now), mutation score
+                   (changed lines, trusted killers: its kill phase waits for the public
+                   run), performance (task benchmark)
     5. reward      pure function of the measurements
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
@@ -46,13 +48,15 @@ from proctor.harness.suites_in_sandbox import (
     run_hidden,
     run_public,
 )
-from proctor.harness.tamper import inspect_patched_tree, pristine_text
+from proctor.harness.tamper import inspect_patched_tree, pristine_text, wanted_texts
 from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import (
     APPLY_STRATEGIES,
     REPO,
+    check_restored,
     kill_user_processes,
     place_bench_dir,
+    restore_public_tests_step,
 )
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
@@ -64,7 +68,7 @@ from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
 from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
-from proctor.suites.compile_check import check_compiles
+from proctor.suites.file_checks import run_file_checks
 from proctor.suites.mutation import (
     NO_PROGRESS_NOTE,
     cannot_change_reward,
@@ -73,8 +77,6 @@ from proctor.suites.mutation import (
 )
 from proctor.suites.pytest_runner import SuiteRun
 from proctor.suites.secrets_scan import find_secrets
-from proctor.suites.snapshot import snapshot_changed_files
-from proctor.suites.static_analysis import run_static_analysis
 from proctor.suites.suppressions import find_suppressions
 from proctor.version import __version__
 
@@ -194,15 +196,17 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     if shadowing:  # a new top-level module named like one the image has installed
         return _violation(rec, shadowing, task, blockers)
 
-    # 3. Sandbox: fresh container, single-commit repo, git apply (one command). The second
+    # 3. Sandbox: fresh container, single-commit repo, git apply, the tree report of the
+    # patched repo (one command; judged on the host right after). The second
     # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
     # reaches them) is made at once, in parallel, and closed unused on any early return
     # (``overlap``; else only once the tamper check passed).
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
-    def sandbox():
+    def sandbox(tree_paths: list[str] | None = None):
         return open_patched_sandbox(task, tag, data, limits, rec.rollout_id, backend=backend,
-                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S))
+                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S),
+                                    tree_paths=tree_paths)
 
     with ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
@@ -210,8 +214,8 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if overlap:
             second = pool.submit(sandbox)
             stack.callback(_close_unused, second, taken)
-        with timer("sandbox"):  # create + copy + apply
-            sb, applied = sandbox()
+        with timer("sandbox"):  # create + copy + apply + the tree report (one command)
+            sb, applied = sandbox(wanted_texts(summary))
         stack.callback(sb.close)
         rec.apply_strategy = applied.strategy
         rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
@@ -222,9 +226,11 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
                                    blockers)
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
             tamper = inspect_patched_tree(sb, task, REPO, summary,
-                                          deadline.budget(STEP_TIMEOUT_S))
+                                          deadline.budget(STEP_TIMEOUT_S),
+                                          applied.tree_report, applied.tree_report_cut)
         rec.evidence["tamper"] = Evidence(
-            command="tree_report.py; tamper judges", duration_s=rec.timing["tamper_s"],
+            command="tree_report.py (in the apply command); tamper judges",
+            duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
             details={"violations": tamper.violations, "findings": tamper.findings})
         if tamper.violations:
             return _violation(rec, tamper.violations, task, blockers)
@@ -232,8 +238,9 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         # 4. Measure, each step under its own timeout. The second sandbox runs the hidden
         # suite now, then mutation (its kill phase waits for the public suite's trusted
         # killers), while the first runs, before any code of the patch: compiled and static
-        # analysis (files only); then the public suite. Without ``overlap``: the first
-        # sandbox's steps, then the second's.
+        # analysis (files only) and the restore of the pristine public tests (one command);
+        # then the public suite. Without ``overlap``: the first sandbox's steps, then the
+        # second's.
         public_run: Future = Future()
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
@@ -242,10 +249,10 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if overlap:
             hidden_side = pool.submit(hidden_steps, second, taken, public_run)
         try:
-            _files_steps(rec, m, sb, summary, deadline)
+            _files_steps(rec, m, sb, task, summary, deadline)
             with timer("public_tests"):
                 public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite),
-                                    list(summary.files))
+                                    list(summary.files), restored=True)
         except BaseException as exc:  # the second sandbox's mutation step waits for it
             public_run.set_exception(exc)
             if overlap:  # end the second sandbox's steps now, not after its hidden run
@@ -274,23 +281,28 @@ def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
     return graded.f2p_passed == 0 and graded.p2p_failed == 0
 
 
-def _files_steps(rec: RewardRecord, m: Measurements, sb, summary: PatchSummary,
+def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,
                  deadline: _Deadline) -> None:
-    """``compiled`` and ``static_analysis``: they read files only, and run before any code
-    of the patch (from a root-owned snapshot of the changed files)."""
+    """``compiled`` and ``static_analysis`` (they read files only, before any code of the
+    patch runs; static from a snapshot of the changed files), then the pristine public
+    tests put back for the public run: one sandbox command, each part with its own timeout
+    and evidence (:mod:`proctor.suites.file_checks`)."""
     py_paths = _changed_python_files(summary)
-    timer = _phase_timer(rec)
+    with _phase_timer(rec)("file_checks"):
+        checks = run_file_checks(sb, REPO, py_paths,
+                                 compile_timeout=deadline.budget(STEP_TIMEOUT_S),
+                                 static_timeout=deadline.budget(STEP_TIMEOUT_S),
+                                 then=[restore_public_tests_step(task)])
     if not py_paths:
         m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
-        return
-    with timer("compiled"):
-        snapshot = snapshot_changed_files(sb, REPO, py_paths)
-        m.compiled, rec.evidence["compiled"] = check_compiles(
-            sb, REPO, py_paths, deadline.budget(STEP_TIMEOUT_S))
-    with timer("static_analysis"):
-        static = run_static_analysis(sb, snapshot, py_paths, deadline.budget(STEP_TIMEOUT_S))
+    else:
+        m.compiled, rec.evidence["compiled"] = checks.compiled, checks.compiled_evidence
+        static = checks.static
         m.static_analysis = 0.0 if static.step_failed else static_score(static.error_count)
         rec.evidence["static_analysis"] = static.evidence
+        rec.timing["compiled_s"] = checks.compiled_evidence.duration_s
+        rec.timing["static_analysis_s"] = static.evidence.duration_s
+    check_restored(checks.then["restore_public_tests"])
 
 
 def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,

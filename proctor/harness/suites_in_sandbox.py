@@ -18,7 +18,7 @@ from proctor.harness.workspace import (
     REPO,
     ApplyResult,
     kill_user_processes,
-    place_hidden_tests,
+    plan_hidden_tests,
     prepare_repo,
     reset_scratch,
     restore_public_tests,
@@ -43,17 +43,20 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
 def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
                          limits: Limits = Limits(), run_id: str | None = None, *,
                          backend: str = "docker", ttl_s: float = 3600.0,
-                         timeout: float = 120.0) -> tuple[Sandbox, ApplyResult | None]:
+                         timeout: float = 120.0, tree_paths: list[str] | None = None,
+                         ) -> tuple[Sandbox, ApplyResult | None]:
     """Like :func:`open_task_sandbox`, with ``patch`` applied (``git apply`` and its
     fallbacks) in the same sandbox command as the copy of the repo: (sandbox, how the
     patch applied, None without a patch). A patch that does not apply leaves the pristine
-    repo (``applied`` False); the caller closes the sandbox either way."""
+    repo (``applied`` False); the caller closes the sandbox either way. ``tree_paths``:
+    the same command also runs the post-apply tree report (see
+    :func:`~proctor.harness.workspace.prepare_repo`)."""
     mounts = harness_mount()
     sb = open_sandbox(backend, image, limits, run_id, ttl_s, mounts)
     try:
-        applied = prepare_repo(sb, task, timeout, patch)
-        if not mounts:
+        if not mounts:  # before the apply command: it may run the tree report
             install_harness(sb)
+        applied = prepare_repo(sb, task, timeout, patch, tree_paths)
     except BaseException:
         sb.close()
         raise
@@ -121,10 +124,14 @@ def _write_read_only_dir(where: Path, files: dict[str, bytes]) -> None:
 
 
 def run_public(sb: Sandbox, task: Task, timeout: float,
-               changed: list[str] | None = None) -> SuiteRun:
+               changed: list[str] | None = None, *, restored: bool = False) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
-    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`)."""
-    restore_public_tests(sb, task)
+    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
+    ``restored``: the caller already put them back, in a command of its own that ran
+    nothing of the patch after it (the executor's file checks end with it), so the
+    restore is skipped."""
+    if not restored:
+        restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
                      changed=changed)
@@ -148,10 +155,11 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
         embedded.append(trip)
         return files
 
-    hidden = place_hidden_tests(sb, task, hide_tripwire)
+    hidden, files = plan_hidden_tests(task, hide_tripwire)
+    # put with the run's tripwire directory: one sandbox operation for both
     return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     embedded=embedded[0], changed=changed)
+                     embedded=embedded[0], changed=changed, also_put={hidden.root: files})
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):

@@ -1,8 +1,9 @@
 """Tamper checks on the patched tree, right after ``git apply`` and before any of its code runs.
 
-Shell: :func:`read_patched_tree` runs one in-sandbox script (``tree_report.py``) that hashes
-every file of the repo (ignored files included, ``.git/`` excluded) and returns the text of
-the files the patch touches. Core: :func:`judge_tamper` (pure) combines
+Shell: :func:`read_patched_tree` reads the report of one in-sandbox script
+(``tree_report.py``, normally run in the apply command itself) that hashes every file of the
+repo (ignored files included, ``.git/`` excluded) and returns the text of the files the
+patch touches. Core: :func:`judge_tamper` (pure) combines
 
 * the **post-apply tree check**: every path whose digest differs from the pristine repo's
   (hashed on the host the same way) must be one the integrity phase listed, else violation;
@@ -88,30 +89,54 @@ def wanted_texts(summary: PatchSummary) -> list[str]:
                    and (t.path.endswith(".py") or is_pyproject(t.path))})
 
 
-def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary,
-                      timeout: float = 60) -> PatchedTree:
-    """Run ``tree_report.py`` in the sandbox (harness interpreter, ``-I -S -B``) and read
-    its JSON report: from stdout, or from a file when stdout was over the output cap.
-    Nothing of the patch has run yet, so the sandbox user is still only us.
+def tree_report_argv(repo: str, out: str, paths_from: str) -> list[str]:
+    """The tree report's command: the harness interpreter (``-I -S -B``) on ``repo``,
+    writing to ``out`` (``-``: stdout), the wanted texts' path list read from
+    ``paths_from`` (a JSON file, or ``-``: standard input)."""
+    return [PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo, out,
+            "--paths-from", paths_from]
+
+
+def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary, timeout: float = 60,
+                      printed: str | None = None, cut: bool = False) -> PatchedTree:
+    """The tree report of the patched repo: ``printed`` (what ``tree_report.py`` printed in
+    the apply command, :func:`~proctor.harness.workspace.prepare_repo`) when it is one;
+    else (not asked there, failed, or ``cut`` at the output cap) the script runs here (as
+    the sandbox user) and its JSON report is read from stdout, or from a file when stdout
+    was (or, with ``cut``, would be) over the output cap. Nothing of the patch has run yet,
+    so the sandbox user is still only us.
 
     Raises:
         InfraError: the script fails or its report is missing or not JSON.
     """
-    argv = [PYTHON, "-I", "-S", "-B", f"{HARNESS_DIR}/tree_report.py", repo]
-    wanted = ["--paths-from", "-"]  # the list on stdin: no argv size limit, no file to put
-    listed = json.dumps(wanted_texts(summary)).encode()
-    res = sb.run([*argv, "-", *wanted], timeout=timeout, stdin=listed)
-    data: bytes | str | None = res.output if res.ok and not res.truncated else None
-    if res.ok and res.truncated:
-        res = sb.run([*argv, REPORT, *wanted], timeout=timeout, stdin=listed)
+    report = _report(printed)
+    if report is not None:
+        return PatchedTree(hashes=report["hashes"], texts=report["texts"])
+    listed = json.dumps(wanted_texts(summary)).encode()  # on stdin: no argv size limit
+    res = None
+    if not cut:
+        res = sb.run(tree_report_argv(repo, "-", "-"), timeout=timeout, stdin=listed)
+        report = _report(res.output) if res.ok and not res.truncated else None
+        cut = res.ok and res.truncated
+    if cut:
+        res = sb.run(tree_report_argv(repo, REPORT, "-"), timeout=timeout, stdin=listed)
         data = sb.get_file(REPORT) if res.ok else None
+        report = _report(data)
+    if report is None:
+        raise InfraError(f"post-apply tree report failed: {res.output[-1000:]}")
+    return PatchedTree(hashes=report["hashes"], texts=report["texts"])
+
+
+def _report(data: bytes | str | None) -> dict | None:
+    """The parsed report, or None when ``data`` is not one."""
     try:
         report = json.loads(data) if data is not None else None
     except ValueError:
-        report = None
-    if not isinstance(report, dict):
-        raise InfraError(f"post-apply tree report failed: {res.output[-1000:]}")
-    return PatchedTree(hashes=report["hashes"], texts=report["texts"])
+        return None
+    if not (isinstance(report, dict) and isinstance(report.get("hashes"), dict)
+            and isinstance(report.get("texts"), dict)):
+        return None
+    return report
 
 
 def pristine_text(repo: Path, path: str) -> str | None:
@@ -176,8 +201,10 @@ def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: Pat
 
 
 def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSummary,
-                         timeout: float = 60) -> TamperVerdict:
-    """Shell: read the patched tree from the sandbox and judge it against ``task.repo``."""
-    tree = read_patched_tree(sb, repo, summary, timeout)
+                         timeout: float = 60, printed: str | None = None,
+                         cut: bool = False) -> TamperVerdict:
+    """Shell: read the patched tree (``printed``, ``cut``: see :func:`read_patched_tree`)
+    and judge it against ``task.repo``."""
+    tree = read_patched_tree(sb, repo, summary, timeout, printed, cut)
     return judge_tamper(summary, pristine_hashes(task.repo, task.fingerprint), tree,
                         lambda p: pristine_text(task.repo, p), task.config.tests.public)

@@ -7,8 +7,10 @@ Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decid
 from __future__ import annotations
 
 import io
+import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -20,8 +22,10 @@ from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.harness.hidden_names import rename_hidden_tree
+from proctor.harness.tamper import tree_report_argv
 from proctor.harness.task import Task
-from proctor.sandbox.base import SANDBOX_UID, Sandbox, tar_of_tree
+from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
+from proctor.sandbox.steps import Step
 from proctor.suites.baseline import cache_dir
 
 REPO = "/work/repo"
@@ -33,45 +37,89 @@ GIT = ["git", "-c", "user.name=proctor", "-c", "user.email=proctor@localhost",
 @dataclass(frozen=True)
 class ApplyResult:
     """``strategy`` names the fallback that worked (None: none did); ``output`` is git's
-    message from the last attempt."""
+    message from the last attempt; ``duration_s``: the copy and the apply (seconds).
+
+    ``tree_report``: when :func:`prepare_repo` was asked for it and the patch applied, the
+    JSON ``tree_report.py`` printed right after the apply in the same command (None: not
+    asked, not applied, the script failed, or its output was cut at the sandbox's output
+    cap: then ``tree_report_cut``); ``tree_report_s``: its run time in the sandbox."""
 
     applied: bool
     strategy: str | None
     output: str
     duration_s: float
+    tree_report: str | None = None
+    tree_report_s: float = 0.0
+    tree_report_cut: bool = False
 
 
 def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
-                 patch: bytes | None = None) -> ApplyResult | None:
+                 patch: bytes | None = None, tree_paths: list[str] | None = None,
+                 ) -> ApplyResult | None:
     """Put ``repo/`` at ``REPO`` as a fresh single-commit git repository (no history to
     leak) and, when ``patch`` is given, ``git apply`` it with the fallbacks of
     :data:`APPLY_STRATEGIES`, all in one sandbox command (the repository is built once per
-    task on the host, :func:`repo_archive`; the command only extracts it). Returns the
-    :class:`ApplyResult` (``duration_s``: the whole command, seconds), or None without a
-    patch. Raises InfraError when the copy fails."""
+    task on the host, :func:`repo_archive`; the command only extracts it). With
+    ``tree_paths`` (the touched paths whose text the tamper judges read) the same command,
+    once an attempt applied, also runs the post-apply tree report
+    (:func:`proctor.harness.tamper.tree_report_argv`, as the sandbox user like the rest:
+    nothing of the patch has run yet) and returns what it printed in
+    ``ApplyResult.tree_report``, each part of the output after a marker with a fresh nonce
+    the patch cannot know. The harness files must already be in the sandbox then.
+
+    Returns the :class:`ApplyResult`, or None without a patch. Raises InfraError when the
+    copy fails (or the whole command does, e.g. times out)."""
     token = secrets.token_hex(8)
     variants = _apply_variants(patch) if patch is not None else []
+    extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
+             for i, (_n, _f, data) in enumerate(variants)}
     lines = ["set -u", "cd /work || exit 90", "tar -x --no-same-permissions -f - || exit 90",
-             "cd repo || exit 90"]
+             "cd repo || exit 90", "report() { :; }"]
+    if tree_paths is not None and variants:
+        extra[f"{APPLY_DIR.rpartition('/')[2]}/paths.json"] = json.dumps(
+            list(tree_paths)).encode()
+        argv = shlex.join(tree_report_argv(REPO, "-", f"{APPLY_DIR}/paths.json"))
+        lines.append(f'report() {{ echo "@@proctor-{token}-tree $(date +%s%N)"; '
+                     f"(cd /work && exec {argv} </dev/null) 2>&1; c=$?; echo; "
+                     f'echo "@@proctor-{token}-tree-end $c $(date +%s%N)"; }}')
     for i, (name, flags, _data) in enumerate(variants):
         lines += [f"echo '@@proctor-{token} {name}'",
                   f"if git apply --whitespace=nowarn {' '.join(flags)} {APPLY_DIR}/{i}.diff "
-                  f"2>&1; then rm -rf {APPLY_DIR}; echo '@@proctor-{token}-applied'; exit 0; fi"]
+                  f"2>&1; then echo '@@proctor-{token}-applied'; report; rm -rf {APPLY_DIR}; "
+                  "exit 0; fi"]
     lines.append(f"rm -rf {APPLY_DIR}; exit 0")
-    extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
-             for i, (_n, _f, data) in enumerate(variants)}
     res = sb.run(["sh", "-c", "\n".join(lines)], timeout=timeout, cwd="/work",
                  stdin=repo_archive(task, extra))
     if res.exit_code != 0 or res.timed_out:
         raise InfraError(f"cannot copy the repo into the sandbox: {res.output[-2000:]}")
     if patch is None:
         return None
+    applying, _, tree = res.output.partition(f"@@proctor-{token}-tree ")
     applied = f"@@proctor-{token}-applied"
-    attempts = res.output.split(f"@@proctor-{token} ")
+    attempts = applying.split(f"@@proctor-{token} ")
     last = attempts[-1].partition("\n")
     output = last[2].replace(applied + "\n", "").replace(applied, "")
-    strategy = last[0].strip() if applied in res.output else None
-    return ApplyResult(strategy is not None, strategy, output, res.duration_s)
+    strategy = last[0].strip() if applied in applying else None
+    report, report_s = _tree_report(tree, token)
+    return ApplyResult(strategy is not None, strategy, output,
+                       max(0.0, res.duration_s - report_s), report, report_s,
+                       tree_report_cut=strategy is not None and tree_paths is not None
+                       and report is None and res.truncated)
+
+
+def _tree_report(text: str, token: str) -> tuple[str | None, float]:
+    """(the tree report's JSON text, its seconds) from the part of the apply command's
+    output after the tree marker; (None, seconds or 0.0) when it failed or was cut."""
+    start, _, rest = text.partition("\n")
+    body, sep, end = rest.rpartition(f"\n@@proctor-{token}-tree-end ")
+    if not sep:
+        return None, 0.0
+    try:
+        code, t1 = (int(x) for x in end.split()[:2])
+        seconds = max(0.0, (t1 - int(start.strip())) / 1e9)
+    except ValueError:
+        return None, 0.0
+    return (body if code == 0 else None), seconds
 
 
 #: Where :func:`prepare_repo` puts the patch variants (outside the repo; removed after).
@@ -201,13 +249,27 @@ def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
 
 def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     """Replace the public test paths with their pristine copies (the patch's edits to them,
-    and test files it added there, are gone)."""
+    and test files it added there, are gone): :func:`restore_public_tests_step` as a
+    command of its own. Raises InfraError when that fails."""
+    step = restore_public_tests_step(task, timeout)
+    check_restored(sb.run(step.argv, timeout=step.timeout, cwd=step.cwd, stdin=step.stdin))
+
+
+def restore_public_tests_step(task: Task, timeout: float = 60) -> Step:
+    """The restore of the pristine public tests as a step (:mod:`proctor.sandbox.steps`),
+    e.g. the last of the command before the public run: remove the public test paths,
+    then extract the pristine copies (sandbox user's) from stdin."""
     paths = task.config.tests.public
-    # One command: remove, then extract the pristine copies from stdin.
-    res = sb.run(["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
-                  *paths], timeout=timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
-    if not res.ok:
-        raise InfraError(f"cannot reset public tests: {res.output[-1000:]}")
+    return Step("restore_public_tests",
+                ["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
+                 *paths], timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
+
+
+def check_restored(res: ExecResult | None) -> None:
+    """Raises InfraError when the restore (``res``: its result) did not succeed."""
+    if res is None or not res.ok:
+        why = "no result" if res is None else res.output[-1000:]
+        raise InfraError(f"cannot reset public tests: {why}")
 
 
 @dataclass(frozen=True)
@@ -222,16 +284,18 @@ class HiddenPlacement:
     renamed: dict[str, str]
 
 
-def place_hidden_tests(sb: Sandbox, task: Task,
-                       transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
-                       ) -> HiddenPlacement:
-    """Copy the hidden tests, root-owned and read-only, to a fresh unpredictable directory,
-    every helper module or package under a fresh random name and the hidden files' imports
-    of it rewritten (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules
-    keep their paths, so test ids do not change). Called only after the patch is applied
-    and after every process of the sandbox user was killed (:func:`kill_user_processes`).
-    ``transform`` (relative path -> content, in and out) may then change the files, e.g. to
-    hide a tripwire among them (it must keep every path).
+def plan_hidden_tests(task: Task,
+                      transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
+                      ) -> tuple[HiddenPlacement, dict[str, bytes]]:
+    """Where the hidden tests go and what: (placement, files: relative path -> bytes), for
+    the caller to put root-owned and read-only at ``placement.root`` (a fresh unpredictable
+    directory under ``/proctor``), only after the patch is applied and after every process
+    of the sandbox user was killed (:func:`kill_user_processes`). Every helper module or
+    package gets a fresh random name and the hidden files' imports of it are rewritten
+    (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules keep their
+    paths, so test ids do not change). ``transform`` (relative path -> content, in and out)
+    may then change the files, e.g. to hide a tripwire among them (it must keep every path).
+    Nothing is put here.
 
     Raises InfraError when a hidden file cannot be read on the host."""
     root = f"/proctor/h-{secrets.token_hex(8)}"
@@ -241,11 +305,10 @@ def place_hidden_tests(sb: Sandbox, task: Task,
     except OSError as exc:
         raise InfraError(f"cannot read the hidden tests: {exc}") from exc
     tree = rename_hidden_tree(files, f"_p{secrets.token_hex(6)}")
-    sb.put_files(root, tree.files if transform is None else transform(tree.files),
-                 read_only=True)
     targets = [tree.paths.get(rel, rel) for rel in task.hidden_files
                if rel not in tree.helper_paths]
-    return HiddenPlacement(root, targets, tree.names)
+    out = tree.files if transform is None else transform(tree.files)
+    return HiddenPlacement(root, targets, tree.names), out
 
 
 def place_bench_dir(sb: Sandbox, task: Task) -> str | None:

@@ -14,11 +14,14 @@ writable by the sandbox user, a private ``/tmp`` and ``HOME``. Everything else i
 from __future__ import annotations
 
 import io
+import posixpath
 import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from proctor.errors import InfraError
 
 #: Output kept per command, in bytes; the rest is dropped with a marker.
 DEFAULT_OUTPUT_CAP = 256 * 1024
@@ -169,6 +172,38 @@ class Sandbox(ABC):
                  read_only: bool = False) -> None:
         """Copy a host directory (or only the given relative paths of it) to ``dest_dir``."""
         self.put_archive(dest_dir, tar_of_tree(root, only, read_only), as_root=read_only)
+
+    def put_read_only_dirs(self, dirs: dict[str, dict[str, bytes]], *,
+                           timeout: float = 60) -> None:
+        """Create several fresh directories at once, each holding its files (``dirs``: absolute
+        directory -> relative path -> bytes) as ``put_files(dir, files, read_only=True)``
+        leaves them: root-owned, files 0444, directories 0555. One sandbox command for all
+        of them, where each ``put_files`` is one. The directories must share one existing
+        parent (e.g. ``/proctor``) and none may exist yet.
+
+        Raises:
+            ValueError: ``dirs`` is empty, a directory is not absolute, or they do not share
+                one parent.
+            InfraError: the command failed (a directory already existed, say).
+        """
+        parents = {posixpath.dirname(d.rstrip("/")) for d in dirs}
+        names = [posixpath.basename(d.rstrip("/")) for d in dirs]
+        if (not dirs or len(parents) != 1 or not all(d.startswith("/") for d in dirs)
+                or any(n in ("", ".", "..") for n in names)):
+            raise ValueError(f"fresh absolute directories under one parent expected: "
+                             f"{sorted(dirs)}")
+        tar = tar_of_files({f"{name}/{rel}": data
+                            for name, files in zip(names, dirs.values(), strict=True)
+                            for rel, data in files.items()}, read_only=True)
+        # mkdir (not -p): each directory is new; root owns what it extracts (--no-same-owner:
+        # whoever root is in this backend), then nobody may write.
+        script = ('umask 022 && cd "$1" && shift && mkdir -- "$@" && tar -x --no-same-owner '
+                  '--no-same-permissions --no-overwrite-dir -f - && chmod -R a-w -- "$@"')
+        res = self.run(["sh", "-c", script, "sh", parents.pop(), *names], timeout=timeout,
+                       user="0:0", stdin=tar)
+        if not res.ok:
+            raise InfraError(f"cannot copy files to {', '.join(sorted(dirs))}: "
+                             f"{res.output[-500:]}")
 
     def __enter__(self) -> Sandbox:
         return self

@@ -10,9 +10,8 @@ capabilities, and this view of the file system:
   shebangs);
 - private and writable, from a host dir ``proctor-bwrap-*`` (in :func:`sandbox_base`)
   removed on close: ``/work``,
-  ``/tmp``, ``HOME``, ``/proctor/out``, ``/proctor/in``; ``/proctor`` and
-  ``/proctor-snapshot`` are read-only to the sandbox user and writable only to commands the
-  harness runs as root (``user="0:0"``).
+  ``/tmp``, ``HOME``, ``/proctor/out``, ``/proctor/in``; ``/proctor`` is read-only to the
+  sandbox user and writable only to commands the harness runs as root (``user="0:0"``).
 
 Inside, ``prlimit`` sets RLIMIT_AS (``Limits.memory_bytes``, per process), RLIMIT_NPROC
 (``pids``, counted in the sandbox's own user namespace), RLIMIT_FSIZE and RLIMIT_CPU, then the
@@ -77,10 +76,9 @@ MiB = 1024**2
 AREAS = {
     "work": "/work", "tmp": "/tmp", "home": HOME, "proctor": "/proctor",
     "proctor/out": "/proctor/out", "proctor/in": "/proctor/in",
-    "snapshot": "/proctor-snapshot",
 }
 #: Areas only root (``user="0:0"``) may write.
-ROOT_AREAS = ("proctor", "snapshot")
+ROOT_AREAS = ("proctor",)
 
 
 def _is_root() -> bool:
@@ -280,7 +278,7 @@ class LocalSandbox(Sandbox):
         (root / ".owner").write_text(json.dumps(lbl))
         sizes = {"work": self.limits.disk_bytes, "tmp": self.limits.tmp_bytes,
                  "home": 64 * MiB, "proctor": 64 * MiB, "proctor/out": 64 * MiB,
-                 "proctor/in": 16 * MiB, "snapshot": 64 * MiB}
+                 "proctor/in": 16 * MiB}
         for name in AREAS:  # parents first: proctor before proctor/out
             path = root / name
             path.mkdir(exist_ok=True)

@@ -8,8 +8,8 @@ has:
 
 - a read-only root file system; the writable places are sized tmpfs mounts (``WRITABLE``):
   ``/work`` (the repo, ``Limits.disk_bytes``), ``/tmp`` (``Limits.tmp_bytes``), ``HOME``,
-  ``/proctor`` (root-owned: harness files, hidden tests), ``/proctor/out``, ``/proctor/in``
-  and ``/proctor-snapshot``. tmpfs pages also count against the memory limit;
+  ``/proctor`` (root-owned: harness files, hidden tests), ``/proctor/out`` and
+  ``/proctor/in``. tmpfs pages also count against the memory limit;
 - ``network_mode=none``, memory (swap off), CPU and pids limits, RLIMIT_FSIZE and RLIMIT_CPU,
   ``no-new-privileges``, all capabilities dropped;
 - labels naming Proctor, the run, the owner (host, pid, pid start time) and an expiry time
@@ -94,7 +94,6 @@ def writable_mounts(limits: Limits) -> dict[str, str]:
         "/proctor": f"size={64 * MiB},mode=0755",
         "/proctor/out": f"size={64 * MiB},{user}",
         "/proctor/in": f"size={16 * MiB},{user}",
-        "/proctor-snapshot": f"size={64 * MiB},mode=0755",
     }
 
 

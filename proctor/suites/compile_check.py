@@ -6,23 +6,33 @@ import json
 
 from proctor.errors import InfraError
 from proctor.record import Evidence
-from proctor.sandbox.base import Sandbox
+from proctor.sandbox.base import ExecResult
+from proctor.sandbox.steps import Step
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
 
 
-def check_compiles(sb: Sandbox, repo: str, paths: list[str], timeout: float
-                   ) -> tuple[float, Evidence]:
-    """Return (1.0 if every file compiles else 0.0, evidence listing the failures).
+def compile_step(repo: str, paths: list[str], timeout: float) -> Step:
+    """The check as a step (:mod:`proctor.sandbox.steps`): ``compile_check.py`` on ``paths``
+    (relative to ``repo``, its working directory), the list on stdin (no argv size limit,
+    no file to put first)."""
+    return Step("compiled", [PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py",
+                             "--paths-from", "-"], timeout, cwd=repo,
+                stdin=json.dumps(list(paths)).encode())
 
-    A check that times out or is killed by a signal (a pathological file: memory, recursion)
-    fails the step: 0.0, with the reason in ``evidence.details["step_failed"]``.
+
+def judge_compiles(res: ExecResult | None, timeout: float) -> tuple[float, Evidence]:
+    """From the step's result: (1.0 if every file compiles else 0.0, evidence listing the
+    failures).
+
+    A check that timed out or was killed by a signal (a pathological file: memory,
+    recursion) fails the step: 0.0, with the reason in ``evidence.details["step_failed"]``.
 
     Raises:
-        InfraError: the checker exited normally but printed no result (a harness problem).
+        InfraError: the checker exited normally but printed no result, or gave no result at
+            all (``res`` None): a harness problem.
     """
-    # The path list on stdin: no argv size limit, no file to put first.
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/compile_check.py", "--paths-from", "-"],
-                 timeout=timeout, cwd=repo, stdin=json.dumps(list(paths)).encode())
+    if res is None:
+        raise InfraError("compile check printed no result: the step gave none")
     if res.timed_out or res.exit_code >= 128:
         why = (f"timed out after {timeout:g} s" if res.timed_out
                else f"killed by signal {res.exit_code - 128}")

@@ -324,12 +324,16 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
 def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list[str],
               per_test_timeout: float, suite_timeout: float,
               embedded: EmbeddedTripwire | None = None,
-              changed: list[str] | None = None) -> SuiteRun:
+              changed: list[str] | None = None,
+              also_put: dict[str, dict[str, bytes]] | None = None) -> SuiteRun:
     """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module
     (and ``embedded``, a tripwire already placed among the targets), and judge what the
     supervisor streamed back. ``changed``: repo-relative paths the patch touched (code there
-    may not implement a verdict hook; None: nowhere in the repo but a conftest.py). Two
-    execs: the tripwire's directory (with the list), the run.
+    may not implement a verdict hook; None: nowhere in the repo but a conftest.py).
+    ``also_put``: more fresh read-only directories under ``/proctor`` (absolute path ->
+    relative path -> bytes; the hidden tests, say) put in the same operation as the
+    tripwire's. Two sandbox operations: the tripwire's directory (with the list, and
+    ``also_put``), the run.
 
     Raises:
         InfraError: the sandbox failed, or the runner or its plugin could not start.
@@ -338,7 +342,7 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     files = {trip.module: trip.source()}
     if changed is not None:
         files["changed.json"] = json.dumps(sorted(changed)).encode()
-    sb.put_files(trip.dir, files, read_only=True)
+    sb.put_read_only_dirs({trip.dir: files, **(also_put or {})})
     # At a random place among the targets: "spare the last module" must not find it.
     ordered = list(targets)
     ordered.insert(secrets.randbelow(len(ordered) + 1), f"{trip.dir}/{trip.module}")

@@ -1,10 +1,11 @@
 """Freeze the changed files right after ``git apply``, before any code of the patch runs.
 
-As root inside the sandbox (all capabilities are dropped, so root only owns; it cannot
-bypass permissions), copy the base (``git show HEAD:path``) and patched versions of the
-given paths to ``SNAPSHOT/base`` and ``SNAPSHOT/patched``. The sandbox user cannot change
-them later, so measurements that read files (static analysis, mutation) see what the
-patch wrote, whatever the tests do afterwards.
+A step (:class:`~proctor.sandbox.steps.Step`) that copies the base (``git show HEAD:path``)
+and patched versions of the given paths to ``DEST/base`` and ``DEST/patched``, for static
+analysis to compare. It runs as the sandbox user, first in the one command of
+:mod:`proctor.suites.file_checks`, into that command's private work dir: no code of the
+patch runs in the sandbox before that command ends, so the copies are what the patch wrote
+when the checks read them, and they are gone with the command.
 """
 
 from __future__ import annotations
@@ -12,25 +13,31 @@ from __future__ import annotations
 import shlex
 
 from proctor.errors import InfraError
-from proctor.sandbox.base import Sandbox
+from proctor.sandbox.base import ExecResult
+from proctor.sandbox.steps import Step
 
-SNAPSHOT = "/proctor-snapshot"
 
-
-def snapshot_changed_files(sb: Sandbox, repo: str, paths: list[str], timeout: float = 60) -> str:
-    """Returns the snapshot dir. Raises InfraError when the copy fails."""
-    lines = ["set -e", "umask 022", f"mkdir -p {SNAPSHOT}/base {SNAPSHOT}/patched"]
+def snapshot_step(repo: str, paths: list[str], dest: str, timeout: float = 60) -> Step:
+    """The copy of ``paths`` (relative to ``repo``) to ``dest/base`` and ``dest/patched``:
+    a required step (the checks after it need it). A path missing on one side is missing
+    in its copy."""
+    d = shlex.quote(dest)
+    lines = ["set -e", "umask 022", f"mkdir -p {d}/base {d}/patched"]
     for rel in paths:
         q = shlex.quote(rel)
         lines += [
-            f"mkdir -p {SNAPSHOT}/base/$(dirname {q}) {SNAPSHOT}/patched/$(dirname {q})",
-            f"git -c safe.directory='*' show HEAD:{q} > {SNAPSHOT}/base/{q} 2>/dev/null"
-            f" || rm -f {SNAPSHOT}/base/{q}",
-            f"[ -f {q} ] && cp {q} {SNAPSHOT}/patched/{q} || true",
+            f"mkdir -p {d}/base/$(dirname {q}) {d}/patched/$(dirname {q})",
+            f"git -c safe.directory='*' show HEAD:{q} > {d}/base/{q} 2>/dev/null"
+            f" || rm -f {d}/base/{q}",
+            f"[ -f {q} ] && cp {q} {d}/patched/{q} || true",
         ]
     # The script on stdin, not an argument: thousands of long paths exceed exec's limit.
-    res = sb.run(["sh", "-s"], timeout=timeout, cwd=repo, user="0:0",
-                 stdin="\n".join(lines).encode())
-    if not res.ok:
-        raise InfraError(f"cannot snapshot the changed files: {res.output[-1000:]}")
-    return SNAPSHOT
+    return Step("snapshot", ["sh", "-s"], timeout, cwd=repo,
+                stdin="\n".join(lines).encode(), required=True)
+
+
+def check_snapshot(res: ExecResult | None) -> None:
+    """Raises InfraError when the snapshot step (``res``: its result) did not succeed."""
+    if res is None or not res.ok:
+        why = "no result" if res is None else res.output[-1000:]
+        raise InfraError(f"cannot snapshot the changed files: {why}")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.record import Evidence
-from proctor.sandbox.base import Sandbox
+from proctor.sandbox.base import ExecResult
+from proctor.sandbox.steps import Step
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
 
 #: Scored: syntax errors (E9), pyflakes (F), bugbear (B), pylint errors (PLE), and dangerous
@@ -40,25 +41,32 @@ class StaticResult:
     error_count: int = 0
 
 
-def run_static_analysis(sb: Sandbox, snapshot: str, paths: list[str], timeout: float
-                        ) -> StaticResult:
-    """Run ruff (both tiers) on the base and patched copies of the changed ``.py`` files in
-    ``snapshot`` (see :mod:`proctor.suites.snapshot`), inside the sandbox.
+def static_step(snapshot: str, paths: list[str], timeout: float) -> Step:
+    """The analysis as a step (:mod:`proctor.sandbox.steps`): ruff (both tiers) on the base
+    and patched copies of the changed ``.py`` files in ``snapshot`` (see
+    :mod:`proctor.suites.snapshot`), the path list on stdin (no argv limit, no file to
+    put)."""
+    select = ",".join(ERROR_RULES + STYLE_RULES)
+    return Step("static_analysis", [PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py",
+                                    select, snapshot, "--", "--paths-from", "-"], timeout,
+                cwd=snapshot, stdin=json.dumps(list(paths)).encode())
 
-    A run that times out, or ruff failing on the patched files only (a pathological file
+
+def judge_static(res: ExecResult | None, timeout: float) -> StaticResult:
+    """The static analysis result from the step's result.
+
+    A run that timed out, or ruff failing on the patched files only (a pathological file
     the patch wrote: ruff's stack overflows), fails the step: the result then has
     ``step_failed=True``, no findings and the reason in ``evidence.details``; the executor
     scores it 0.0. Never an infrastructure error: a patch must not be able to turn its own
     rollout into an unscored one.
 
     Raises:
-        InfraError (from the sandbox) when the container fails.
-        InfraError: ruff failed on the base files or printed no JSON (a tool problem).
+        InfraError: ruff failed on the base files, or printed no JSON, or the step gave no
+            result at all (``res`` None): a tool or harness problem.
     """
-    select = ",".join(ERROR_RULES + STYLE_RULES)
-    res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/static_check.py", select, snapshot, "--",
-                  "--paths-from", "-"], timeout=timeout, cwd=snapshot,
-                 stdin=json.dumps(list(paths)).encode())  # no argv limit, no file to put
+    if res is None:
+        raise InfraError("static analysis printed no result: the step gave none")
     if res.timed_out:
         return StaticResult([], [], Evidence(
             command=res.command, exit_code=res.exit_code, duration_s=round(res.duration_s, 3),
