@@ -98,3 +98,42 @@ def test_off_switch_and_a_wrong_host_reading_both_fall_back_to_the_sandbox(
         assert details["generated_on"] == "sandbox"
         assert rec.reward == host.reward and rec.components == host.components
         assert details["verdicts"] == host.evidence["mutation"].details["verdicts"]
+
+
+def _descendants(pid: int) -> list[int]:
+    import os
+
+    parents = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as fh:
+                    parents[int(p)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, parent in parents.items() if parent == p]
+    return out
+
+
+@pytest.mark.docker
+def test_the_generator_is_confined_without_network_or_host_privileges(docker_ready):
+    import os
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("no bubblewrap: the generator runs unconfined (documented)")
+    with DockerSandbox(docker_ready) as sb:
+        assert mutant_generator.generate(sb, {"pkg/m.py": ("def f(a):\n    return a\n", [2])})
+        pool = mutant_generator._pool_for(sb)
+        assert pool.argvs[0][0].endswith("bwrap") and pool.broken is None
+        [server] = pool.idle
+        python = [p for p in _descendants(server.proc.pid)
+                  if b"mutmut_adapter" in open(f"/proc/{p}/cmdline", "rb").read()]
+        assert python
+        for ns in ("net", "user", "pid", "mnt"):
+            assert os.readlink(f"/proc/{python[-1]}/ns/{ns}") != os.readlink(
+                f"/proc/self/ns/{ns}"), ns

@@ -14,6 +14,11 @@ Where its libraries come from:
   nothing of the host's environment is on its path;
 * local backend: the tools venv's own interpreter.
 
+Confinement: libcst parses the patch's code, so the process runs under bubblewrap when it
+is there (read-only view of the interpreter and the libraries only, no network, its own
+PID namespace, an unprivileged user namespace and no capabilities when we are root); where
+bubblewrap is missing or cannot start, it runs unconfined with the same limits.
+
 Anything that goes wrong (another Python, a library that will not load, a request over its
 timeout, a dead process, an answer it cannot give) makes :func:`generate` return None: the
 caller then generates in the sandbox as before, whose verdict stands. The process has an
@@ -120,10 +125,11 @@ class _Server:
 
 
 class _Pool:
-    """Idle servers of one interpreter + library path, reused across rollouts."""
+    """Idle servers of one interpreter + library path, reused across rollouts. ``argvs``:
+    ways to start one, tried in order until one starts (then kept)."""
 
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
+    def __init__(self, argvs: list[list[str]]) -> None:
+        self.argvs = argvs
         self.idle: list[_Server] = []
         self.lock = threading.Lock()
         self.broken: str | None = None  # set when a server cannot start: never retried
@@ -134,17 +140,28 @@ class _Pool:
                 return None
             server = self.idle.pop() if self.idle else None
         if server is None:
-            try:
-                server = _Server(self.argv)
-            except OSError as exc:
-                with self.lock:
-                    self.broken = str(exc)
+            server = self._start()
+            if server is None:
                 return None
         answer = server.ask({"files": files}, timeout)
         if server.alive:
             with self.lock:
                 self.idle.append(server)
         return answer
+
+    def _start(self) -> _Server | None:
+        problems = []
+        for argv in list(self.argvs):
+            try:
+                server = _Server(argv)
+            except OSError as exc:
+                problems.append(str(exc))
+                continue
+            self.argvs = [argv]  # what worked, from now on
+            return server
+        with self.lock:
+            self.broken = "; ".join(problems)
+        return None
 
     def close(self) -> None:
         with self.lock:
@@ -158,9 +175,25 @@ _pools_lock = threading.Lock()
 atexit.register(lambda: close_all())
 
 
-def _argv(python: str, path: list[str]) -> list[str]:
-    return [python, "-I", "-S", "-B", "-c",
+def _argvs(python: str, path: list[str]) -> list[list[str]]:
+    """How to start a generator: confined by bubblewrap when it is there (read-only view of
+    only the interpreter and the libraries, no network, own PID namespace, and an
+    unprivileged user when we are root: libcst parses the patch's code), else plain."""
+    argv = [python, "-I", "-S", "-B", "-c",
             _BOOT.format(mem=MEMORY_LIMIT_BYTES, path=[str(ADAPTER_DIR), *path])]
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return [argv]
+    confined = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
+    if os.geteuid() == 0:
+        confined += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
+    seen = {"/usr", "/bin", "/lib", "/lib64", "/lib32", sys.base_prefix, sys.prefix,
+            str(Path(python).resolve().parent), str(Path(python).parent.parent), str(ADAPTER_DIR),
+            *path}
+    for p in sorted(seen):
+        confined += ["--ro-bind-try", p, p]
+    return [confined + ["--", *argv], argv]
 
 
 def _image_site_packages(sb) -> Path | None:
@@ -205,7 +238,7 @@ def _pool_for(sb) -> _Pool | None:
         python = Path(venv) / "bin" / "python"
         if python.exists():
             site = sorted(Path(venv).glob("lib/python*/site-packages"))
-            argv = _argv(str(python), [str(p) for p in site])
+            argv = _argvs(str(python), [str(p) for p in site])
     else:
         image_id = getattr(sb, "image_id", None)
         key, argv = f"image:{image_id}", None
@@ -214,7 +247,7 @@ def _pool_for(sb) -> _Pool | None:
                 return _pools[key]
         site = _image_site_packages(sb)
         if site is not None:
-            argv = _argv(sys.executable, [str(site)])
+            argv = _argvs(sys.executable, [str(site)])
     if argv is None:
         return None
     with _pools_lock:
