@@ -23,7 +23,7 @@ def opened(monkeypatch):
     def spy(*args, **kwargs):
         sb = real(*args, **kwargs)
         sb.ops = []  # (operation, first argument) of each sandbox operation, in order
-        for name in ("run", "put_archive", "get_file"):
+        for name in ("run", "put_archive", "get_file", "kill_user_processes"):
             def counted(*a, _real=getattr(sb, name), _name=name, **kw):
                 sb.ops.append((_name, a[0] if a else None))
                 return _real(*a, **kw)
@@ -112,3 +112,25 @@ def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
     assert rec.status == "error" and rec.reward is None
     assert rec.error.message == f"boom in the {where} sandbox" and rec.error.retryable
     assert all(sb.leftovers() == [] for sb in opened)
+
+
+def test_mutation_kills_what_the_hidden_run_left_running_and_only_then(
+        toolz_task, toolz_patches, make_toolz_patch, opened, no_leaks):
+    from proctor.harness.patched_text import patched_texts
+
+    original = (toolz_task / "repo" / BUGGY_FILE).read_text()
+    fixed = patched_texts(toolz_patches["reference"].decode(), {BUGGY_FILE: original})
+    daemon = ("\n\nimport subprocess as _sp\n_sp.Popen(['sleep', '120'], "
+              "start_new_session=True, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)\n")
+    score(toolz_task, toolz_patches["reference"])  # the baseline's sandboxes, if not cached
+    for text, killed in ((fixed[BUGGY_FILE], False), (fixed[BUGGY_FILE] + daemon, True)):
+        opened.clear()
+        rec = score(toolz_task, make_toolz_patch({BUGGY_FILE: (original, text)}),
+                    overlap=False)
+        assert rec.status == "scored" and rec.components["mutation_score"] == 1.0
+        hidden = [sb for sb in opened if sb.run_id == rec.rollout_id][1]
+        ops = [op for op, _ in hidden.ops]
+        # killed after the hidden run when it left a process running, else no kill at all
+        assert ("kill_user_processes" in ops) is killed, ops
+        if killed:
+            assert ops.index("kill_user_processes") == 3, ops  # apply, put, run, kill

@@ -332,7 +332,8 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
                          for r in (public_run.result(), hidden)}):
                     m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
                 else:
-                    kill_user_processes(sb)
+                    if hidden.stray_processes != 0:  # none left: nothing to kill
+                        kill_user_processes(sb)
                     mut = run_mutation(
                         sb, task, data, applied.strategy, summary,
                         lambda: trusted_killers(baseline, [public_run.result(), hidden]),

@@ -59,6 +59,8 @@ class SuiteRun:
     collection_errors: list[str] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
     tripwire: str | None = None
+    #: Processes of the sandbox user alive after the run (None: unknown, e.g. no result).
+    stray_processes: int | None = None
 
 
 def install_harness(sb: Sandbox) -> None:
@@ -167,7 +169,8 @@ def parse_records(records: list[str]) -> StreamedReport:
 class RunnerResult:
     """The supervisor's account of one run (run_pytest.py): the plugin's records, pytest's
     exit status, whether the supervisor's deadline killed it, lines on the verdict channel
-    without the run's nonce (forged), and the tail of pytest's output."""
+    without the run's nonce (forged), the tail of pytest's output, and how many processes
+    of the user outlived pytest (None: unknown)."""
 
     report: StreamedReport
     exit_code: int
@@ -175,6 +178,7 @@ class RunnerResult:
     foreign_lines: int
     output: str
     channel: list[str] = field(default_factory=list)
+    stray_processes: int | None = None
 
 
 def read_runner_output(output: str, fetch=None) -> RunnerResult | None:
@@ -223,9 +227,11 @@ def _decode_result(blob: bytes) -> RunnerResult:
         data = json.loads(raw)
     except (ValueError, zlib.error) as exc:
         raise InfraError(f"pytest runner: unreadable result: {exc}") from exc
+    strays = data.get("stray_processes")
     return RunnerResult(parse_records(data["records"]), int(data["exit"]),
                         bool(data["timed_out"]), int(data["foreign_lines"]),
-                        str(data["output"]), [str(c) for c in data.get("channel") or []])
+                        str(data["output"]), [str(c) for c in data.get("channel") or []],
+                        strays if type(strays) is int else None)
 
 
 FAILING = ("failed", "error", "timeout", "xpassed")
@@ -383,4 +389,5 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
         collected=report.session.get("collected") if report.session else None,
         session_finished=finished, timed_out=timed_out,
         collection_errors=report.collection_errors, tampered=tampered, tripwire=tripwire,
+        stray_processes=runner.stray_processes,
     )

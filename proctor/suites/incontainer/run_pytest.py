@@ -12,8 +12,10 @@ Two processes (DESIGN section 5, "streamed to the harness"):
   with every record the plugin streamed, the child's exit status, whether the deadline
   (``--deadline``, seconds) killed it, how many lines on the channel did not carry the run's
   nonce, and the tail of the child's output (or, past ``INLINE_RESULT_MAX``, the line
-  ``PROCTOR-RESULT-FILE <path> <sha256>`` naming a file with the same content). Exit
-  status: the child's, or 128 + signal.
+  ``PROCTOR-RESULT-FILE <path> <sha256>`` naming a file with the same content), and how
+  many processes of the user outlived the child (``stray_processes``: the harness kills
+  them before the next step, and skips that kill when there are none). Exit status: the
+  child's, or 128 + signal.
 * The **child** runs pytest with the plugin object given to ``pytest.main(plugins=...)``
   (never by name: ``-p no:...`` cannot unload it). The channel's write end sits at a random
   fd number that is in neither the environment nor argv, and every record carries a nonce
@@ -288,6 +290,30 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
             "output_bytes": streams.out_total}
 
 
+def _stray_processes():
+    """Processes of our user still alive once the child is gone, other than this one, its
+    ancestors and PID 1 (the sandbox init): what the code under test left running. None
+    when /proc cannot be read."""
+    me, uid = os.getpid(), os.getuid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    status = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            status[pid] = (int(fields["Uid"].split()[0]), int(fields["PPid"]))
+        except (OSError, ValueError, KeyError, IndexError):
+            continue  # gone meanwhile
+    spared, cur = {1, me}, me
+    while cur in status and status[cur][1] not in (0, cur):
+        cur = status[cur][1]
+        spared.add(cur)
+    return sum(1 for pid, (owner, _) in status.items() if owner == uid and pid not in spared)
+
+
 def _emit(result, out_dir):
     """Print the result line; a result too big for the exec's output cap goes to a file in
     ``out_dir`` whose name and sha256 are printed instead (a later change to it shows)."""
@@ -336,6 +362,7 @@ def main():
     os.close(rec_w)
     os.close(out_w)
     result = _supervise(pid, rec_r, out_r, nonce, deadline, fd)
+    result["stray_processes"] = _stray_processes()
     _emit(result, out_dir)
     os._exit(result["exit"])
 
