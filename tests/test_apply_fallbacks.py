@@ -84,3 +84,6 @@ def test_honest_fix_with_wrong_hunk_counts_applies_with_recount(toolz_task, dock
                 rollout_id="recount")
     assert rec.status == "scored" and rec.apply_strategy == "git_apply_recount"
     assert rec.reward > 0.99
+    # the host cannot read hunks with wrong counts (it raised, an internal error, once):
+    # the sandbox makes the mutants, from what git apply --recount wrote
+    assert rec.evidence["mutation"].details["generated_on"] == "sandbox"
