@@ -270,8 +270,11 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]],
         return None
     if pool is None:
         return None
-    answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
-                            in sources.items()}, timeout)
+    try:
+        answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
+                                in sources.items()}, timeout)
+    except Exception:  # noqa: BLE001 - only a shortcut: the sandbox generates
+        return None
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):
         return None
     return answer
