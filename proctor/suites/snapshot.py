@@ -26,10 +26,10 @@ def snapshot_step(repo: str, paths: list[str], dest: str, timeout: float = 60) -
     for rel in paths:
         q = shlex.quote(rel)
         lines += [
-            f"mkdir -p {d}/base/$(dirname {q}) {d}/patched/$(dirname {q})",
+            f'mkdir -p {d}/base/"$(dirname -- {q})" {d}/patched/"$(dirname -- {q})"',
             f"git -c safe.directory='*' show HEAD:{q} > {d}/base/{q} 2>/dev/null"
             f" || rm -f {d}/base/{q}",
-            f"[ -f {q} ] && cp {q} {d}/patched/{q} || true",
+            f"[ -f {q} ] && cp -- {q} {d}/patched/{q} || true",
         ]
     # The script on stdin, not an argument: thousands of long paths exceed exec's limit.
     return Step("snapshot", ["sh", "-s"], timeout, cwd=repo,
