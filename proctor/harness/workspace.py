@@ -255,14 +255,28 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     check_restored(sb.run(step.argv, timeout=step.timeout, cwd=step.cwd, stdin=step.stdin))
 
 
+#: Shell: for each path in ``"$@"`` (relative), remove any parent that is not a real
+#: directory (a file or a symlink the patch put there), top down, so the pristine copy can
+#: go back (red4: a file named like a public test directory made the restore fail, an
+#: unscored ``error``).
+CLEAR_PARENTS_SH = (
+    'for p in "$@"; do rest=$p; cur=; '
+    'while case $rest in */*) true;; *) false;; esac; do '
+    'cur=${cur:+$cur/}${rest%%/*}; rest=${rest#*/}; '
+    'if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur"; fi; '
+    'done; done')
+
+
 def restore_public_tests_step(task: Task, timeout: float = 60) -> Step:
     """The restore of the pristine public tests as a step (:mod:`proctor.sandbox.steps`),
-    e.g. the last of the command before the public run: remove the public test paths,
-    then extract the pristine copies (sandbox user's) from stdin."""
+    e.g. the last of the command before the public run: remove the public test paths (and
+    any non-directory in place of one of their parents), then extract the pristine copies
+    (sandbox user's) from stdin."""
     paths = task.config.tests.public
     return Step("restore_public_tests",
-                ["sh", "-c", 'rm -rf -- "$@" && exec tar -x --no-same-permissions -f -', "sh",
-                 *paths], timeout, cwd=REPO, stdin=tar_of_tree(task.repo, paths))
+                ["sh", "-c", f'{CLEAR_PARENTS_SH}; rm -rf -- "$@" && '
+                 'exec tar -x --no-same-permissions -f -', "sh", *paths], timeout, cwd=REPO,
+                stdin=tar_of_tree(task.repo, paths))
 
 
 def check_restored(res: ExecResult | None) -> None:

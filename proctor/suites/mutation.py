@@ -41,7 +41,7 @@ from pathlib import PurePosixPath
 from proctor.harness.integrity import PatchSummary
 from proctor.harness.patched_text import patched_texts
 from proctor.harness.task import Task
-from proctor.harness.workspace import APPLY_STRATEGIES
+from proctor.harness.workspace import APPLY_STRATEGIES, CLEAR_PARENTS_SH
 from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
 from proctor.suites import mutant_generator
@@ -330,6 +330,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
         f"chmod -R u+w {m}/repo", f"cd {m}/repo",
         f"git apply --whitespace=nowarn {' '.join(flags)} {m}/in/patch.diff",
+        f"set -- {public}", CLEAR_PARENTS_SH,
         f"rm -rf -- {public}", f"(cd {m}/base && cp -a --parents -- {public} {m}/repo)",
         f"chmod -R u+w {m}/repo",  # the copies keep base's read-only modes
         f"cp -a {m}/hidden/. {m}/repo/", f"chmod -R u+w {m}/repo",

@@ -41,24 +41,34 @@ def hash_tree(root, skip_compiled=False):
     """Relative POSIX path -> digest for every non-directory entry under ``root``.
 
     ``skip_compiled``: leave out ``__pycache__`` and ``*.pyc``/``*.pyo`` (what the sandbox
-    copy of a host repo leaves out)."""
+    copy of a host repo leaves out). A symlink to a directory is an entry, not followed.
+    Iterative (an explicit stack, not ``os.walk``, which recurses once per level: a tree
+    1,100 levels deep made it raise RecursionError, red4); unreadable directories are
+    skipped as ``os.walk`` did."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        if rel_dir == ".":
-            dirnames[:] = [d for d in dirnames if d != ".git"]
-            rel_dir = ""
-        if skip_compiled:
-            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
-        for d in list(dirnames):  # a symlink to a directory is an entry, not followed
-            if os.path.islink(os.path.join(dirpath, d)):
-                dirnames.remove(d)
-                filenames.append(d)
-        for name in filenames:
-            if skip_compiled and name.endswith(SKIP_SUFFIXES):
+    stack = [("", root)]
+    while stack:
+        rel_dir, path = stack.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()  # follows symlinks, as os.walk's split did
+            except OSError:
+                is_dir = False
+            if is_dir and ((not rel_dir and entry.name == ".git")
+                           or (skip_compiled and entry.name in SKIP_DIRS)):
                 continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            out[rel] = digest(os.path.join(dirpath, name))
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if is_dir and not entry.is_symlink():
+                stack.append((rel, entry.path))
+                continue
+            if skip_compiled and entry.name.endswith(SKIP_SUFFIXES):
+                continue
+            out[rel] = digest(entry.path)
     return out
 
 
