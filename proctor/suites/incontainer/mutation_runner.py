@@ -24,7 +24,10 @@ The control runs at position ``control_at`` of the queue (chosen at random by th
 harness, so code cannot count its way to it). When it times out it runs once more, last,
 with :data:`CONTROL_RETRY_SCALE` times its timeout: a load spike must not void the step,
 while code that hangs under mutation testing hangs again (its first line then has
-``"retrying": true``, the second ``"retried": true``).
+``"retrying": true``, the second ``"retried": true``). Every other mutant that timed out on
+its first run is judged after the first pass: a timeout as before, or, when the control
+needed its retry, by a run with the same longer timeout (else code that sleeps just past
+the first timeout in every forked child turns every mutant into a "killed" timeout).
 
 Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
 child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
@@ -145,7 +148,17 @@ class MutationSession:
         budget_end = start + float(spec["budget_s"])
         running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
         pending = list(queue)
-        while pending or running:
+        held = []  # mutants that timed out on their first run: judged once the control is
+        extended = False  # the control needed its longer retry: so do they (red4)
+        while pending or running or held:
+            if not pending and not running:  # first pass done: judge the held ones now
+                if extended:
+                    pending = [dict(m, retry=True) for m, _, _ in held]
+                else:
+                    for mutant, elapsed, timeout in held:
+                        self.verdict(mutant, "timeout", elapsed, timeout)
+                held = []
+                continue
             while pending and len(running) < int(spec["workers"]):
                 mutant = pending.pop(0)
                 key = resolve(mutant["function"], covering)
@@ -190,6 +203,13 @@ class MutationSession:
                     # and with a longer timeout: only a second timeout kills the control.
                     self.verdict(mutant, "timeout", now - started, timeout, retrying=True)
                     pending.append(dict(mutant, retry=True))
+                    extended = True
+                    continue
+                if own and not mutant.get("retry"):
+                    # judged after the first pass: with the control's longer timeout when it
+                    # needed it (else code sleeping just past the first timeout in every
+                    # child makes every mutant a "killed" timeout and the control survive)
+                    held.append((mutant, now - started, timeout))
                     continue
                 self.verdict(mutant, "timeout" if own else "not_run", now - started, timeout)
         self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
