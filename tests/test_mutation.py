@@ -93,10 +93,23 @@ def test_runner_output_parsing_ignores_half_lines():
         '{"control": "m.x_f__mutmut_cab", "verdict": "survived"}',
         '{"mutant": "m.x_f__mutmut_1", "verdict": "killed"}', '{"done": {"duration_s": 0.1}}',
         '{"output": "no tests ran"}', '{"mutant": "m.x_f__mu'])
-    stats, verdicts, control, started, done, output = parse_runner_output(text)
+    stats, verdicts, control, started, done, output, forged = parse_runner_output(text)
     assert stats == {"tests": 3} and started and done == {"duration_s": 0.1}
-    assert output == "no tests ran"
+    assert output == "no tests ran" and forged == 0
     assert list(verdicts) == ["m.x_f__mutmut_1"] and control["verdict"] == "survived"
+
+
+def test_runner_lines_without_the_run_s_nonce_are_forged_not_believed():
+    n = "abc123"
+    text = "\n".join([
+        '{"started": {"pid": 1}}', f'{{"stats": {{"tests": 3}}, "n": "{n}"}}',
+        f'{{"mutant": "m.x_f__mutmut_1", "verdict": "survived", "n": "{n}"}}',
+        '{"mutant": "m.x_f__mutmut_1", "verdict": "killed"}',  # no nonce
+        '{"mutant": "m.x_f__mutmut_1", "verdict": "killed", "n": "guess"}',
+        f'{{"done": {{"duration_s": 0.1}}, "n": "{n}"}}', "[1, 2]", "noise"])
+    stats, verdicts, control, started, done, output, forged = parse_runner_output(text, n)
+    assert forged == 2 and verdicts["m.x_f__mutmut_1"]["verdict"] == "survived"
+    assert started and done == {"duration_s": 0.1} and stats == {"tests": 3}
 
 
 # --------------------------------------------------------------------------- task table

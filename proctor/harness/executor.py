@@ -344,6 +344,8 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
                     if mut.note:
                         m.notes["mutation_score"] = mut.note
                     rec.flags.degraded = rec.flags.degraded or mut.degraded
+                    if mut.tampered:  # forged verdicts: scored 0.0, out of the advantages
+                        rec.flags.exclude_from_advantage = True
             with timer("performance"):
                 _measure_performance(rec, m, sb, task, deadline)
     return hidden

@@ -62,13 +62,16 @@ KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged")
 @dataclass
 class MutationResult:
     """``score`` in 0..1 or None (then ``note`` says why); ``degraded``: the tool failed,
-    a person should look (never a silent 0)."""
+    a person should look (never a silent 0); ``tampered``: see below."""
 
     score: float | None
     note: str | None
     evidence: Evidence
     degraded: bool = False
     counts: dict[str, int] = field(default_factory=dict)
+    #: The code under test wrote on the runner's verdict channel (score 0.0; a person
+    #: should look: the trainer should leave the rollout out of its advantages).
+    tampered: bool = False
 
 
 # --------------------------------------------------------------------------- pure core
@@ -170,15 +173,27 @@ def contention(workers: int, cpus: float) -> float:
     return max(1.0, workers / max(cpus, 1e-3))
 
 
-def parse_runner_output(text: str
-                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None, str]:
+#: Keys of the runner's own lines (each must carry the run's nonce).
+_RUNNER_KEYS = ("stats", "mutant", "control", "done", "output")
+
+
+def parse_runner_output(text: str, nonce: str | None = None
+                        ) -> tuple[dict, dict[str, dict], dict | None, bool, dict | None, str,
+                                   int]:
     """The runner's JSONL: (stats, mutant name -> verdict line, control line or None,
-    started, done line or None, the session's output tail). Other lines are ignored."""
-    stats, verdicts, control, started, done, output = {}, {}, None, False, None, ""
+    started, done line or None, the session's output tail, forged). With ``nonce``, a
+    line holding one of the runner's keys without ``"n": nonce`` is not the runner's: it is
+    left out and counted in ``forged``. Other lines are ignored."""
+    stats, verdicts, control, started, done, output, forged = {}, {}, None, False, None, "", 0
     for line in text.splitlines():
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if nonce is not None and any(k in obj for k in _RUNNER_KEYS) and obj.get("n") != nonce:
+            forged += 1
             continue
         if "started" in obj:
             started = True
@@ -192,7 +207,7 @@ def parse_runner_output(text: str
             done = obj["done"]
         elif "output" in obj:
             output = obj["output"]
-    return stats, verdicts, control, started, done, output
+    return stats, verdicts, control, started, done, output, forged
 
 
 # --------------------------------------------------------------------------- sandbox shell
@@ -256,10 +271,8 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     if result is not None:
         return result
     ev.details["timing"]["killers_wait_s"] = round(waited, 3)
-    text = res.output
-    if res.truncated or parse_runner_output(text)[4] is None:
-        text = (sb.get_file(out) or b"").decode("utf-8", "replace")
-    return _judge(text, res, chosen, ev, time.monotonic() - t0 - waited)
+    return _judge(res.output, res, chosen, ev, time.monotonic() - t0 - waited,
+                  spec.get("nonce"))
 
 
 def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
@@ -300,7 +313,8 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                         "--assert=plain",  # verdicts need no assertion introspection
                         *task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
-        "control": control, "control_at": control_position(len(chosen)), "workers": workers,
+        "control": control, "control_at": control_position(len(chosen)),
+        "nonce": secrets.token_hex(16), "workers": workers,
         "timeout_factor": TIMEOUT_FACTOR,
         "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
         "budget_s": max(1.0, timeout - prep[2] - 5.0),
@@ -438,8 +452,9 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
     return ok, out
 
 
-def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> MutationResult:
-    stats, lines, control, started, done, output = parse_runner_output(text)
+def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
+           nonce: str | None = None) -> MutationResult:
+    stats, lines, control, started, done, output, forged = parse_runner_output(text, nonce)
     ev.command = res.command
     ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
     ev.output = output or res.output[-4000:]
@@ -449,6 +464,14 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float) -> M
                               f"{res.output[-300:].strip()}", ev, degraded=True)
     ev.details["timing"].update(runner_s=round(res.duration_s, 3),
                                 mutants_s=done["duration_s"] if done else None)
+    if forged or res.truncated:
+        # lines without the run's nonce, or a flood that cut the runner's own (its lines
+        # are small; pytest's output goes to a side file): only the code under test writes
+        # there. Scored as the patch's failure, and flagged.
+        ev.details["forged_lines"] = forged
+        note = ("the mutation runner's verdict channel carried lines it did not write "
+                f"({forged} forged{', output cut at its cap' if res.truncated else ''})")
+        return MutationResult(0.0, note, ev, tampered=True)
     if done is None and not lines:
         # mutmut loaded and configured, then the session died: the code under test did it
         # (os._exit at import, say), so it is the patch's failure, scored, not degraded.

@@ -1,7 +1,8 @@
 """Run mutants against the trusted tests in one pytest session, inside the sandbox.
 
-``python -I -B mutation_runner.py SPEC.json OUT.jsonl``, as the sandbox user (SPEC ``-``: read
-from stdin until its end). It loads pytest and mutmut's trampoline, then waits for SPEC
+``python -I -B mutation_runner.py SPEC.json OUT``, as the sandbox user (SPEC ``-``: read
+from stdin until its end; ``OUT.log`` gets the pytest session's own output). It loads
+pytest and mutmut's trampoline, then waits for SPEC
 (written by proctor/suites/mutation.py once the mutants are in the throw-away copy and the
 killers are known; ``{"abort": why}`` ends it):
 ``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
@@ -9,7 +10,8 @@ killers are known; ``{"abort": why}`` ends it):
 every test may kill), ``mutants`` (``[{"name", "function"}]``), ``control`` (a mutant
 name that selects no mutant: the original code must survive it), ``control_at`` (its
 position among the mutants), ``workers``, ``timeout_factor``, ``timeout_constant`` (s),
-``contention`` (>= 1), ``budget_s``. Verdicts go to OUT, one JSON object a line.
+``contention`` (>= 1), ``budget_s``, ``nonce``. Verdicts go to stdout, one JSON object a
+line, each with ``"n": nonce`` (but the first, ``started``, printed before the spec).
 
 1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
    ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
@@ -97,8 +99,7 @@ class MutationSession:
         self.spec, self.adapter, self.out = spec, adapter, out
 
     def emit(self, obj):
-        self.out.write(json.dumps(obj) + "\n")
-        self.out.flush()
+        self.out(obj)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session):
@@ -275,6 +276,20 @@ def wait_for_spec(path, limit_s=600.0):
             time.sleep(0.002)
 
 
+def _writer(fd, nonce):
+    """``write(obj)``: ``obj`` plus the spec's ``nonce`` (``"n"``) as one JSON line on
+    ``fd``, the command's own stdout, which only its reader sees afterwards: a line the code
+    under test adds lacks the nonce (red4: it appended "killed" lines to a file), and what
+    was written cannot be changed."""
+
+    def write(obj):
+        data = (json.dumps(dict(obj, n=nonce)) + "\n").encode()
+        while data:
+            data = data[os.write(fd, data):]
+
+    return write
+
+
 def main(spec_path, out_path):
     sys.path.insert(0, harness_dir)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -283,30 +298,22 @@ def main(spec_path, out_path):
     import mutmut_adapter
 
     mutmut_adapter.use_neutral_config()
-    with open(out_path, "w", encoding="utf-8") as out:
-        out.write(json.dumps({"started": {"pid": os.getpid()}}) + "\n")
-        out.flush()
-        spec = wait_for_spec(spec_path)
-        if "abort" in spec:
-            return 0
-        sys.path.append(spec["root"])
-        os.chdir(spec["root"])
-        real_stdout = os.dup(1)
-        log = f"{out_path}.log"
-        with open(log, "wb") as fh:  # the session's own output goes to a side file
-            os.dup2(fh.fileno(), 1)
-            os.dup2(fh.fileno(), 2)
-        session = MutationSession(spec, mutmut_adapter, out)
-        code = pytest.main(spec["pytest_args"], plugins=[session])
-    # The verdicts, then the session's output tail, on the real stdout: the harness reads
-    # them from the command's output (OUT is the fallback when that is cut at its cap).
-    with open(out_path, "rb") as fh:
-        data = fh.read()
-    with open(log, "rb") as fh:
-        tail = fh.read()[-4000:].decode("utf-8", "replace")
-    data += (json.dumps({"output": tail}) + "\n").encode()
-    while data:
-        data = data[os.write(real_stdout, data):]
+    sys.stdout.write(json.dumps({"started": {"pid": os.getpid()}}) + "\n")
+    sys.stdout.flush()
+    spec = wait_for_spec(spec_path)
+    if "abort" in spec:
+        return 0
+    sys.path.append(spec["root"])
+    os.chdir(spec["root"])
+    out = _writer(os.dup(1), str(spec.get("nonce", "")))
+    log = f"{out_path}.log"
+    with open(log, "wb") as fh:  # the session's own output goes to a side file
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+    session = MutationSession(spec, mutmut_adapter, out)
+    code = pytest.main(spec["pytest_args"], plugins=[session])
+    with open(log, "rb") as fh:  # the session's output tail, last
+        out({"output": fh.read()[-4000:].decode("utf-8", "replace")})
     return int(code)
 
 
