@@ -137,3 +137,27 @@ def test_the_generator_is_confined_without_network_or_host_privileges(docker_rea
         for ns in ("net", "user", "pid", "mnt"):
             assert os.readlink(f"/proc/{python[-1]}/ns/{ns}") != os.readlink(
                 f"/proc/self/ns/{ns}"), ns
+
+
+@pytest.mark.docker
+def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready):
+    from proctor.suites.mutation import select_mutants
+
+    numbers = ", ".join(str(i) for i in range(60))
+    code = (f"def f(index):\n    if index == [{numbers}]:\n        return None\n"
+            "    return index + 1\n")
+    with DockerSandbox(docker_ready) as sb:
+        full = mutant_generator.generate(sb, {"pkg/m.py": (code, [2, 4])})
+        some = mutant_generator.generate(sb, {"pkg/m.py": (code, [2, 4])}, max_mutants=30,
+                                         seed=7)
+        # red4: 4,000 numbers rendered every mutant (quadratic): past the request's
+        # timeout (None) on the host, past the step's budget in the sandbox
+        big = ", ".join(str(i) for i in range(4000))
+        huge = mutant_generator.generate(sb, {"pkg/m.py": (
+            f"def f(index):\n    if index == [{big}]:\n        return None\n", [2])},
+            max_mutants=30, seed=7)
+    assert len(full["mutants"]) > 60 and len(some["mutants"]) == 30
+    picked = select_mutants(full["mutants"], 30, 7)
+    assert ({(m["line"], m["diff"]) for m in some["mutants"]}
+            == {(m["line"], m["diff"]) for m in picked})
+    assert huge is not None and len(huge["mutants"]) == 30

@@ -134,7 +134,8 @@ class _Pool:
         self.lock = threading.Lock()
         self.broken: str | None = None  # set when a server cannot start: never retried
 
-    def generate(self, files: dict, timeout: float) -> dict | None:
+    def generate(self, files: dict, timeout: float, max_mutants: int | None = None,
+                 seed: int = 0) -> dict | None:
         with self.lock:
             if self.broken:
                 return None
@@ -143,7 +144,8 @@ class _Pool:
             server = self._start()
             if server is None:
                 return None
-        answer = server.ask({"files": files}, timeout)
+        answer = server.ask({"files": files, "max_mutants": max_mutants, "seed": seed},
+                            timeout)
         if server.alive:
             with self.lock:
                 self.idle.append(server)
@@ -254,10 +256,12 @@ def _pool_for(sb) -> _Pool | None:
         return _pools.setdefault(key, _Pool(argv))
 
 
-def generate(sb, sources: dict[str, tuple[str, list[int]]],
+def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
+             max_mutants: int | None = None, seed: int = 0,
              timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
     """Mutants of ``sources`` (repo path -> (patched text, changed line numbers)) made on
-    the host with the tools of ``sb``'s image or venv.
+    the host with the tools of ``sb``'s image or venv; at most ``max_mutants`` of them,
+    drawn with ``seed`` before rendering (``mutmut_adapter.generate_all``).
 
     Returns ``{"files": {path: rewritten source}, "mutants": [...], "errors": [...]}``
     exactly as ``mutmut_adapter.py generate`` would have made them in the sandbox, or None
@@ -272,7 +276,7 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]],
         return None
     try:
         answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
-                                in sources.items()}, timeout)
+                                in sources.items()}, timeout, max_mutants, seed)
     except Exception:  # noqa: BLE001 - only a shortcut: the sandbox generates
         return None
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):

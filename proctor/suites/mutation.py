@@ -331,7 +331,9 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
     applied = transform(patch) if transform else patch
-    spec = {"root": f"{m}/repo", "files": lines}
+    cfg = task.config.mutation
+    spec = {"root": f"{m}/repo", "files": lines, "max_mutants": cfg.max_mutants,
+            "seed": cfg.seed}
     staging = _staging_tar(task, {"patch.diff": applied, "gen.json": json.dumps(spec).encode(),
                                   **_host_generated(sb, task, applied, lines)})
     generate = (f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
@@ -377,7 +379,9 @@ def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, li
         return {}  # (a hunk shorter than its header, applied with --recount, say)
     if set(texts) != set(lines) or any(t is None for t in texts.values()):
         return {}
-    answer = mutant_generator.generate(sb, {p: (texts[p], n) for p, n in lines.items()})
+    cfg = task.config.mutation
+    answer = mutant_generator.generate(sb, {p: (texts[p], n) for p, n in lines.items()},
+                                       max_mutants=cfg.max_mutants, seed=cfg.seed)
     if answer is None:
         return {}
     out = {"host/gen.json": json.dumps({"mutants": answer["mutants"], "errors":

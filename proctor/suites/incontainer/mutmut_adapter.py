@@ -127,79 +127,110 @@ def touched_statements(code: str, lines: set[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def generate(path: str, code: str, lines: set[int]) -> tuple[str, list[dict]]:
-    """Mutants of ``code`` (the file at repo path ``path``) on ``lines`` only.
+class _Statement:
+    """One top-level statement holding changed lines: its mutmut module and the mutations
+    on those lines (``kept``: (mutation, function node, line in the file))."""
 
-    Each top-level statement holding a changed line goes through mutmut on its own (its
-    text alone, line numbers shifted back), and mutmut's trampolined rendering replaces it
-    in the file; mutmut's import goes before the first one. Parsing only those statements
-    keeps generation proportional to the code the patch touched, not to the file.
+    def __init__(self, path: str, start: int, end: int, text: str, local: set[int]):
+        from libcst.metadata import MetadataWrapper, PositionProvider
+        from mutmut.mutation.file_mutation import create_mutations
 
-    Returns (the source to write in place of the file, one dict per mutant as in the module
-    docstring). Raises RuntimeError when mutmut produced a mutant off ``lines`` or renders
-    or names its mutants differently from what we expect (the hook broke).
-    """
+        self.path, self.start, self.end, self.text = path, start, end, text
+        shift = start - 1
+        (self.module, mutations, self.ignored_classes,
+         self.ignored_functions) = create_mutations(path, text, covered_lines=set(local))
+        self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
+            PositionProvider)
+        self.owners = _owners(self.module)
+        self.kept = []
+        for mut in mutations:
+            func = mut.contained_by_top_level_function
+            if func not in self.owners:
+                continue  # not in a function: mutmut has no trampoline for it
+            line = self.positions[mut.original_node].start.line
+            if line not in local:
+                raise RuntimeError(
+                    f"mutmut hook broken: mutant on line {line + shift} of {path}, "
+                    f"asked for {sorted(n + shift for n in local)}")
+            self.kept.append((mut, func, line + shift))
+
+    def names(self) -> list[str]:
+        """The name each kept mutation gets when all are rendered (mutmut counts per
+        function, in order)."""
+        modname, counter, out = module_name(self.path), {}, []
+        for _mut, func, _line in self.kept:
+            counter[func] = counter.get(func, 0) + 1
+            mangled = mangle_function_name(name=func.name.value, class_name=self.owners[func])
+            out.append(f"{modname}.{mangled}__mutmut_{counter[func]}")
+        return out
+
+    def render(self, chosen: set[int]) -> tuple[str, list[dict]]:
+        """mutmut's trampolined rendering with the kept mutations whose index is in
+        ``chosen`` only (the statement's text when none), and one dict per mutant."""
+        from mutmut.mutation.file_mutation import combine_mutations_to_source, deep_replace
+
+        modname, counter, muts, infos = module_name(self.path), {}, [], []
+        shift = self.start - 1
+        for i, (mut, func, line) in enumerate(self.kept):
+            if i not in chosen:
+                continue
+            mangled = mangle_function_name(name=func.name.value, class_name=self.owners[func])
+            counter[func] = counter.get(func, 0) + 1
+            muts.append(mut)
+            mutated = deep_replace(func, mut.original_node, mut.mutated_node)
+            infos.append({
+                "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": self.path,
+                "line": line, "function": f"{modname}.{mangled}",
+                "diff": _diff(self.path, self.module, func,
+                              self.positions[func].start.line + shift, mutated),
+            })
+        if not muts:
+            return self.text, []
+        result = combine_mutations_to_source(self.module, muts, self.ignored_classes,
+                                             self.ignored_functions)
+        expected = {i["name"].rpartition(".")[2] for i in infos}
+        if set(result.mutant_names) != expected:
+            raise RuntimeError(f"mutmut hook broken: mutmut named {sorted(result.mutant_names)}"
+                               f", expected {sorted(expected)}")
+        head, sep, body = result.code.partition(trampoline_imports.strip())
+        if not sep or head.strip():
+            raise RuntimeError("mutmut hook broken: the rendering does not start with "
+                               f"{trampoline_imports.strip()!r}")
+        return body.lstrip("\n"), infos
+
+
+def _statements(path: str, code: str, lines: set[int]) -> tuple[str, list[_Statement]]:
     code = strip_pragmas(code, lines)
     src = code.splitlines(keepends=True)
-    out, infos, done = [], [], 0
+    out = []
     for start, end in touched_statements(code, lines):
-        text = "".join(src[start - 1:end])
         local = {n - start + 1 for n in lines if start <= n <= end}
-        body, found = _generate_statement(path, text, local, start - 1)
-        out.append("".join(src[done:start - 1]))
+        out.append(_Statement(path, start, end, "".join(src[start - 1:end]), local))
+    return code, out
+
+
+def _render_file(code: str, statements: list[_Statement], chosen: list[set[int]]
+                 ) -> tuple[str, list[dict]]:
+    src = code.splitlines(keepends=True)
+    out, infos, done = [], [], 0
+    for st, picks in zip(statements, chosen, strict=True):
+        body, found = st.render(picks)
+        out.append("".join(src[done:st.start - 1]))
         if found and not infos:
             out.append(trampoline_imports.strip() + "\n")
-        out.append(body if found else text)
+        out.append(body)
         infos.extend(found)
-        done = end
+        done = st.end
     out.append("".join(src[done:]))
     return "".join(out), infos
 
 
-def _generate_statement(path: str, text: str, lines: set[int], shift: int
-                        ) -> tuple[str, list[dict]]:
-    from libcst.metadata import MetadataWrapper, PositionProvider
-    from mutmut.mutation.file_mutation import (
-        combine_mutations_to_source,
-        create_mutations,
-        deep_replace,
-    )
-
-    module, mutations, ignored_classes, ignored_functions = create_mutations(
-        path, text, covered_lines=set(lines))
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    owners = _owners(module)
-    modname = module_name(path)
-    kept, infos, counter = [], [], {}
-    for mut in mutations:
-        func = mut.contained_by_top_level_function
-        if func not in owners:
-            continue  # not in a function: mutmut has no trampoline for it
-        line = positions[mut.original_node].start.line
-        if line not in lines:
-            raise RuntimeError(f"mutmut hook broken: mutant on line {line + shift} of {path}, "
-                               f"asked for {sorted(n + shift for n in lines)}")
-        mangled = mangle_function_name(name=func.name.value, class_name=owners[func])
-        counter[func] = counter.get(func, 0) + 1
-        kept.append(mut)
-        mutated = deep_replace(func, mut.original_node, mut.mutated_node)
-        infos.append({
-            "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": path,
-            "line": line + shift, "function": f"{modname}.{mangled}",
-            "diff": _diff(path, module, func, positions[func].start.line + shift, mutated),
-        })
-    if not kept:
-        return text, []
-    result = combine_mutations_to_source(module, kept, ignored_classes, ignored_functions)
-    expected = {i["name"].rpartition(".")[2] for i in infos}
-    if set(result.mutant_names) != expected:
-        raise RuntimeError(f"mutmut hook broken: mutmut named {sorted(result.mutant_names)}, "
-                           f"expected {sorted(expected)}")
-    head, sep, body = result.code.partition(trampoline_imports.strip())
-    if not sep or head.strip():
-        raise RuntimeError("mutmut hook broken: the rendering does not start with "
-                           f"{trampoline_imports.strip()!r}")
-    return body.lstrip("\n"), infos
+def generate(path: str, code: str, lines: set[int]) -> tuple[str, list[dict]]:
+    """Mutants of ``code`` (the file at repo path ``path``) on ``lines`` only: every one
+    (see :func:`generate_all`). Returns (the source to write in place of the file, one dict
+    per mutant as in the module docstring). Raises RuntimeError when the hook broke."""
+    code, statements = _statements(path, code, lines)
+    return _render_file(code, statements, [set(range(len(s.kept))) for s in statements])
 
 
 def activate(name: str | None) -> None:
@@ -217,26 +248,58 @@ def take_hits() -> set[str]:
     return hits
 
 
-def generate_all(sources: dict[str, tuple[str, set[int]]]
-                 ) -> tuple[dict[str, str], list[dict], list[str]]:
+def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | None = None,
+                 seed: int = 0) -> tuple[dict[str, str], list[dict], list[str]]:
     """Mutants of every file: ``sources`` maps repo path -> (code, changed lines).
 
-    Returns (path -> rewritten source, only for files that got mutants; the mutants, as
-    :func:`generate` gives them, in path order; one message per file that could not be
-    parsed). Raises RuntimeError when the mutmut hook broke (see :func:`generate`)."""
-    rewritten, mutants, errors = {}, [], []
+    Each top-level statement holding a changed line goes through mutmut on its own (its
+    text alone, line numbers shifted back), and mutmut's trampolined rendering replaces it
+    in the file; mutmut's import goes before the first one. Parsing only those statements
+    keeps generation proportional to the code the patch touched, not to the file.
+
+    With more than ``max_mutants`` mutations in all, a sample of ``max_mutants`` is drawn
+    *before* rendering, the way ``proctor.suites.mutation.select_mutants`` draws it
+    (``random.Random(seed)`` over the names sorted), so the same mutants are chosen as when
+    all were rendered; only those are rendered (red4: rendering is quadratic in a
+    function's size, so one list literal of 4,000 numbers took minutes and ran the step
+    out of time, a null that raised the reward). Names then count the chosen ones only.
+
+    Returns (path -> rewritten source, only for files that got mutants; the mutants, in
+    path order; one message per file that could not be parsed). Raises RuntimeError when
+    the mutmut hook broke."""
+    import random
+
+    parsed, errors = {}, []
     for path, (code, lines) in sorted(sources.items()):
         try:
-            new_code, infos = generate(path, code, set(lines))
+            parsed[path] = _statements(path, code, set(lines))
         except RuntimeError:
             raise  # the hook broke: fail loudly (the step is then degraded)
         except Exception as exc:  # noqa: BLE001 - unparsable: no mutants there
+            errors.append(f"{path}: {type(exc).__name__}: {exc}")
+    slots = [(path, i, j, name) for path, (_c, sts) in parsed.items()
+             for i, st in enumerate(sts) for j, name in enumerate(st.names())]
+    if max_mutants is not None and len(slots) > max_mutants:
+        names = sorted(slot[3] for slot in slots)
+        keep = set(random.Random(seed).sample(names, max_mutants))
+        slots = [slot for slot in slots if slot[3] in keep]
+    chosen = {}
+    for path, i, j, _name in slots:
+        chosen.setdefault((path, i), set()).add(j)
+    rewritten, mutants = {}, []
+    for path, (code, sts) in parsed.items():
+        try:
+            new_code, infos = _render_file(code, sts, [chosen.get((path, i), set())
+                                                       for i in range(len(sts))])
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - mutmut cannot render it: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
             continue
         if infos:
             rewritten[path] = new_code
         mutants.extend(infos)
-    return rewritten, mutants, errors
+    return rewritten, mutants, sorted(errors)
 
 
 def _generate_spec(spec_path: str) -> int:
@@ -249,7 +312,8 @@ def _generate_spec(spec_path: str) -> int:
                 sources[path] = (fh.read(), set(lines))
         except (OSError, UnicodeDecodeError) as exc:  # unreadable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
-    rewritten, mutants, more = generate_all(sources)
+    rewritten, mutants, more = generate_all(sources, spec.get("max_mutants"),
+                                            spec.get("seed", 0))
     for path, code in rewritten.items():
         with open(os.path.join(spec["root"], path), "w", encoding="utf-8") as fh:
             fh.write(code)
@@ -272,9 +336,10 @@ def _serve(stdin, stdout) -> int:
     stdout.flush()
     for line in stdin:
         try:
-            files = json.loads(line)["files"]
-            sources = {p: (f["code"], set(f["lines"])) for p, f in files.items()}
-            rewritten, mutants, errors = generate_all(sources)
+            request = json.loads(line)
+            sources = {p: (f["code"], set(f["lines"])) for p, f in request["files"].items()}
+            rewritten, mutants, errors = generate_all(sources, request.get("max_mutants"),
+                                                      request.get("seed", 0))
             answer = {"files": rewritten, "mutants": mutants, "errors": errors}
         except Exception as exc:  # noqa: BLE001 - answered, never a dead server
             answer = {"fatal": f"{type(exc).__name__}: {exc}"}
