@@ -165,3 +165,22 @@ def test_opt_in_agent_tests_kill_but_sensing_ones_are_screened_out(agent_task, p
     details = sensing.evidence["mutation"].details
     assert details["agent_tests"] == [] and AGENT_TEST in details["agent_tests_screened_out"]
     assert sensing.components["mutation_score"] == 0.75
+
+
+@pytest.mark.docker
+def test_generation_running_out_of_time_is_the_patch_s_failure_not_a_null(
+        toolz_task, toolz_patches, tmp_path_factory, monkeypatch):
+    # red4: a null (weight re-shared) raised the reward of code that made mutmut explode;
+    # here the sandbox's generation is made slow on purpose (a 3 s step)
+    import proctor.suites.mutation as mutation
+
+    task = tmp_path_factory.mktemp("slow-generation") / "task"
+    shutil.copytree(toolz_task, task)
+    with open(task / "task.toml", "a") as fh:
+        fh.write("\n[mutation]\ntimeout_s = 3\n")
+    monkeypatch.setenv("PROCTOR_HOST_MUTANTS", "0")
+    monkeypatch.setattr(mutation, "PYTHON", f"sleep 60; {mutation.PYTHON}")
+    rec = score(task, toolz_patches["reference"])
+    assert rec.status == "scored" and rec.components["mutation_score"] == 0.0
+    assert rec.measurements.notes["mutation_score"].startswith("mutant generation ran out")
+    assert rec.flags.degraded is False

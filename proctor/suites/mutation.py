@@ -287,6 +287,11 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
     ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
     generated = _generated(sb, prep[3], m)
+    if prep[4] and generated is None:  # the patch's code outgrew the step's time
+        ev.output = prep[3][-4000:]
+        why = ("mutant generation ran out of time on the patch's code (scored 0.0: a null "
+               "would re-share the weight and raise the reward)")
+        return MutationResult(0.0, why, ev), [], {"abort": why}
     if prep[1] != 0 or generated is None:
         ev.output = prep[3][-4000:]
         why = f"mutmut failed to start: {prep[3][-300:].strip()}"
@@ -324,10 +329,11 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
 
 def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                   lines: dict[str, list[int]], m: str, timeout: float
-                  ) -> tuple[str, int, float, str]:
+                  ) -> tuple[str, int, float, str, bool]:
     """Stage the pristine repo, hidden tests, patch and generation spec read-only (one
     archive, on the command's stdin), then (root) build ``m/repo`` and generate mutants
-    into it, all in one sandbox command. Returns (command, exit code, seconds, output)."""
+    into it, all in one sandbox command. Returns (command, exit code, seconds, output,
+    timed out)."""
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
     applied = transform(patch) if transform else patch
@@ -360,7 +366,8 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     ])
     res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0",
                  stdin=staging)
-    return "mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output
+    return ("mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output,
+            res.timed_out)
 
 
 def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, list[int]]
