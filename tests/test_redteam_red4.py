@@ -1,6 +1,6 @@
 """Red-team session red4 (2026-11-30): holes in today's changes (host mutant generation,
-the control's retry, the merged commands). Each test FAILS until its hole is closed; the
-patches and before/after figures are in ``tests/redteam/found/README.md``.
+the control's retry, the merged commands), all closed the same day; the patches and
+before/after figures are in ``tests/redteam/found/README.md``.
 
 The honest twin of the mutation patches is ``honest_fix_untested_branches.patch`` (the
 reference fix plus two untested branches): 0.876, mutation 0.4 (4 killed, 6 survived).
