@@ -58,7 +58,7 @@ class BatchOptions:
     use the result cache; ``retry``: policy for infrastructure errors; ``overlap``: each
     rollout's two sandboxes work side by side (see :func:`proctor.score`); None (auto):
     only when there are fewer workers than cores. Parallelism then comes from within a
-    rollout, which fills cores the workers leave idle (1 worker on 2 cores: 48 vs 32
+    rollout, which fills cores the workers leave idle (1 worker on 2 cores: 54.7 vs 39.0
     rollouts/min); with a worker per core it only adds contention and the speculative
     second sandbox of patches that end early (2 workers on 2 cores: 53.5 vs 56.8)."""
 
