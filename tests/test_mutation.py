@@ -255,41 +255,52 @@ CORE_PATCHED = textwrap.dedent("""\
 """)
 
 
-@pytest.fixture
-def tiny_task(tmp_path, toolz_make_task):
-    root = tmp_path / "tiny"
+def make_tiny_task(root, make_patch, base: str, patched: str, public: str, hidden: str):
+    """A task ``pkg`` (``pkg/core.py`` = ``base``, one public and one hidden test file) in
+    ``root`` and the patch turning ``base`` into ``patched``."""
     (root / "repo/pkg").mkdir(parents=True)
     (root / "repo/tests").mkdir()
     (root / "hidden/tests").mkdir(parents=True)
     (root / "task.toml").write_text(TINY_TOML)
     (root / "repo/pkg/__init__.py").write_text("")
-    (root / "repo/pkg/core.py").write_text(CORE_BASE)
-    (root / "repo/tests/test_core.py").write_text(
-        "from pkg.core import leave, spin\n\n\ndef test_spin():\n    assert spin(3) == 3\n\n\n"
-        "def test_leave():\n    assert leave(False) == 1\n")
-    (root / "hidden/tests/test_hidden.py").write_text(
-        "from pkg.core import spin\n\n\ndef test_spin_zero():\n    assert spin(0) == 0\n")
-    patch = toolz_make_task.make_patch(root / "repo", {"pkg/core.py": (CORE_BASE, CORE_PATCHED)})
-    return load_task(root), patch
+    (root / "repo/pkg/core.py").write_text(base)
+    (root / "repo/tests/test_core.py").write_text(public)
+    (root / "hidden/tests/test_hidden.py").write_text(hidden)
+    return load_task(root), make_patch(root / "repo", {"pkg/core.py": (base, patched)})
 
 
-@pytest.mark.docker
-def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_ready, tiny_task):
+def run_step(image: str, task, patch: bytes, timeout: float):
+    """Apply ``patch``, run both suites, then the mutation step with the tests that passed
+    as killers. Returns (killers, MutationResult)."""
     from proctor.harness.forbidden import ForbiddenRules
     from proctor.harness.integrity import check_integrity
     from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
     from proctor.harness.workspace import apply_patch, kill_user_processes
-    from proctor.suites.mutation import run_mutation
+    from proctor.suites import mutation
 
-    task, patch = tiny_task
     summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
-    with open_task_sandbox(task, docker_ready) as sb:
+    with open_task_sandbox(task, image) as sb:
         assert apply_patch(sb, patch).applied
         runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
-        assert len(killers) == 3
         kill_user_processes(sb)
-        res = run_mutation(sb, task, patch, "git_apply", summary, killers, timeout=60)
+        return killers, mutation.run_mutation(sb, task, patch, "git_apply", summary, killers,
+                                              timeout=timeout)
+
+
+@pytest.fixture
+def tiny_task(tmp_path, toolz_make_task):
+    return make_tiny_task(
+        tmp_path / "tiny", toolz_make_task.make_patch, CORE_BASE, CORE_PATCHED,
+        "from pkg.core import leave, spin\n\n\ndef test_spin():\n    assert spin(3) == 3\n\n\n"
+        "def test_leave():\n    assert leave(False) == 1\n",
+        "from pkg.core import spin\n\n\ndef test_spin_zero():\n    assert spin(0) == 0\n")
+
+
+@pytest.mark.docker
+def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_ready, tiny_task):
+    killers, res = run_step(docker_ready, *tiny_task, timeout=60)
+    assert len(killers) == 3
     d = res.evidence.details
     assert res.degraded is False and res.note is None, (res.note, res.evidence.output)
     assert d["changed_lines"] == {"pkg/core.py": [5, 6, 7, 8, 12, 13]}
@@ -329,36 +340,15 @@ HANG_PATCHED = textwrap.dedent("""\
 ])
 def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
         docker_ready, tmp_path, toolz_make_task, monkeypatch, when, control, score):
-    from proctor.harness.forbidden import ForbiddenRules
-    from proctor.harness.integrity import check_integrity
-    from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
-    from proctor.harness.workspace import apply_patch, kill_user_processes
     from proctor.suites import mutation
 
-    root = tmp_path / "hang"
-    (root / "repo/pkg").mkdir(parents=True)
-    (root / "repo/tests").mkdir()
-    (root / "hidden/tests").mkdir(parents=True)
-    (root / "task.toml").write_text(TINY_TOML)
-    (root / "repo/pkg/__init__.py").write_text("")
-    (root / "repo/pkg/core.py").write_text(HANG_BASE)
-    (root / "repo/tests/test_core.py").write_text(
-        "from pkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    (root / "hidden/tests/test_hidden.py").write_text(
+    task, patch = make_tiny_task(
+        tmp_path / "hang", toolz_make_task.make_patch, HANG_BASE, HANG_PATCHED.format(when=when),
+        "from pkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
         "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
-    task = load_task(root)
-    patch = toolz_make_task.make_patch(root / "repo", {"pkg/core.py": (
-        HANG_BASE, HANG_PATCHED.format(when=when))})
     monkeypatch.setattr(mutation, "control_position", lambda n: 0)  # the first fork
-    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
-    with open_task_sandbox(task, docker_ready) as sb:
-        assert apply_patch(sb, patch).applied
-        runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
-        killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
-        assert len(killers) == 2
-        kill_user_processes(sb)
-        res = mutation.run_mutation(sb, task, patch, "git_apply", summary, killers,
-                                    timeout=90)
+    killers, res = run_step(docker_ready, task, patch, timeout=90)
+    assert len(killers) == 2
     d = res.evidence.details
     assert d["control"]["verdict"] == control and d["control"]["retried"] is True
     assert d["control"]["timeout_s"] == pytest.approx(4 * (10 * 0 + 1), abs=0.5)
