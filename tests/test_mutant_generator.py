@@ -161,3 +161,24 @@ def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready)
     assert ({(m["line"], m["diff"]) for m in some["mutants"]}
             == {(m["line"], m["diff"]) for m in picked})
     assert huge is not None and len(huge["mutants"]) == 30
+
+
+def test_tools_that_cannot_be_found_are_not_looked_for_again(monkeypatch):
+    # a failed copy of the image's libraries made a container on every rollout
+    calls = []
+
+    def no_tools(sb):
+        calls.append(sb)
+        return None
+
+    monkeypatch.setattr(mutant_generator, "_image_site_packages", no_tools)
+    monkeypatch.setattr(mutant_generator, "_pools", {})
+
+    class Image:
+        image_id = "sha256:none"
+
+    src = {"pkg/m.py": ("def f(a):\n    return a\n", [2])}
+    assert mutant_generator.generate(Image(), src) is None
+    assert mutant_generator.generate(Image(), src) is None
+    assert len(calls) == 1
+    assert mutant_generator._pools["image:sha256:none"].broken

@@ -162,7 +162,7 @@ class _Pool:
             self.argvs = [argv]  # what worked, from now on
             return server
         with self.lock:
-            self.broken = "; ".join(problems)
+            self.broken = "; ".join(problems) or "no interpreter with these tools"
         return None
 
     def close(self) -> None:
@@ -233,27 +233,27 @@ def _image_site_packages(sb) -> Path | None:
     return root / "site-packages" if (root / "site-packages").is_dir() else None
 
 
-def _pool_for(sb) -> _Pool | None:
+def _pool_for(sb) -> _Pool:
+    """The pool for ``sb``'s tools, made once per process: a failure to find them (another
+    Python, the copy from the image failed) is remembered as a pool that never starts, so
+    it is not retried, with a container each time, on every rollout."""
     venv = getattr(sb, "_venv", None)
+    key = f"venv:{venv}" if venv is not None else f"image:{getattr(sb, 'image_id', None)}"
+    with _pools_lock:
+        if key in _pools:
+            return _pools[key]
+    argvs: list[list[str]] = []
     if venv is not None:  # local backend: the tools venv's interpreter
-        key, argv = f"venv:{venv}", None
         python = Path(venv) / "bin" / "python"
         if python.exists():
             site = sorted(Path(venv).glob("lib/python*/site-packages"))
-            argv = _argvs(str(python), [str(p) for p in site])
+            argvs = _argvs(str(python), [str(p) for p in site])
     else:
-        image_id = getattr(sb, "image_id", None)
-        key, argv = f"image:{image_id}", None
-        with _pools_lock:
-            if key in _pools:
-                return _pools[key]
         site = _image_site_packages(sb)
         if site is not None:
-            argv = _argvs(sys.executable, [str(site)])
-    if argv is None:
-        return None
+            argvs = _argvs(sys.executable, [str(site)])
     with _pools_lock:
-        return _pools.setdefault(key, _Pool(argv))
+        return _pools.setdefault(key, _Pool(argvs))
 
 
 def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
@@ -271,8 +271,6 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
     try:
         pool = _pool_for(sb)
     except Exception:  # noqa: BLE001 - no host generation; the sandbox generates
-        return None
-    if pool is None:
         return None
     try:
         answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
