@@ -16,8 +16,14 @@ from pydantic_core import PydanticSerializationError
 
 SCHEMA = "proctor.reward/1"
 
+#: A test's outcome in a patched run. Only ``passed`` counts as passed. ``timeout``: killed
+#: at the per-test limit; ``crashed``: the test process died while it ran; ``not_run``: the
+#: suite ended (its budget, or a fault no new session could get past) before it ran;
+#: ``unverified``: it passed in a session that ended before its tripwires reported, and no
+#: later session could run it again; ``missing``: never collected.
 Outcome = Literal[
-    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "missing", "timeout"
+    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "missing", "timeout",
+    "crashed", "not_run", "unverified",
 ]
 
 

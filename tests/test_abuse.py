@@ -55,6 +55,7 @@ def test_abuse_costs_one_rollout_never_the_run(backend, abuse, abuse_task, abuse
     rec = score(abuse_task, abuse_patches[abuse], sandbox=backend, rollout_id=abuse)
     assert rec.status == "scored", rec.error
     assert rec.timing["total_s"] <= TIMEOUTS["per_patch"] + 5
+    assert not rec.flags.tests_tampered and not rec.flags.tripwire
     hidden, public = rec.tests["hidden"], rec.tests["public"]
     if abuse in HARMLESS:
         # changes nothing a test checks: scored like a no-op change, minus the penalty the
@@ -66,14 +67,9 @@ def test_abuse_costs_one_rollout_never_the_run(backend, abuse, abuse_task, abuse
         assert rec.reward < -0.5
     else:  # the tests that call `first` fail, the others pass ...
         assert hidden.pass_to_pass["toolz/tests/test_itertoolz.py::test_first"] != "passed"
-        tampered = rec.evidence["hidden_tests"].details["tampered"]
-        if any("before the must-fail tripwire reported" in t for t in tampered):
-            # ... unless the abuse ended the pytest process (OOM kill, suite timeout) before
-            # the tripwire, which sits at a random place, vouched for the report: then it is
-            # void and every test counts as failed (a report cut short cannot be trusted)
-            assert hidden.p2p_failed == hidden.p2p_total
-        else:
-            assert 0 < hidden.p2p_failed < hidden.p2p_total
+        # an early end (an OOM kill, the suite's budget) is no tampering: the tests that
+        # reported keep their verdicts, the others fail
+        assert 0 < hidden.p2p_failed < hidden.p2p_total
         assert rec.reward < 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert peak < 500 * MiB  # the harness process (this one) stays small

@@ -114,7 +114,7 @@ def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
     assert all(sb.leftovers() == [] for sb in opened)
 
 
-def test_mutation_kills_what_the_hidden_run_left_running_and_only_then(
+def test_what_the_hidden_run_left_running_is_gone_before_mutation(
         toolz_task, toolz_patches, make_toolz_patch, opened, no_leaks):
     from proctor.harness.patched_text import patched_texts
 
@@ -123,14 +123,14 @@ def test_mutation_kills_what_the_hidden_run_left_running_and_only_then(
     daemon = ("\n\nimport subprocess as _sp\n_sp.Popen(['sleep', '120'], "
               "start_new_session=True, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)\n")
     score(toolz_task, toolz_patches["reference"])  # the baseline's sandboxes, if not cached
-    for text, killed in ((fixed[BUGGY_FILE], False), (fixed[BUGGY_FILE] + daemon, True)):
+    for text in (fixed[BUGGY_FILE], fixed[BUGGY_FILE] + daemon):
         opened.clear()
         rec = score(toolz_task, make_toolz_patch({BUGGY_FILE: (original, text)}),
                     overlap=False)
         assert rec.status == "scored" and rec.components["mutation_score"] == 1.0
         hidden = [sb for sb in opened if sb.run_id == rec.rollout_id][1]
         ops = [op for op, _ in hidden.ops]
-        # killed after the hidden run when it left a process running, else no kill at all
-        assert ("kill_user_processes" in ops) is killed, ops
-        if killed:
-            assert ops.index("kill_user_processes") == 3, ops  # apply, put, run, kill
+        # the runner's supervisor is the child subreaper of all the tests start (a daemon
+        # in a session of its own too) and killed it before it reported: nothing is left
+        # for the harness to kill before mutation
+        assert "kill_user_processes" not in ops, ops

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proctor.suites.pytest_runner import StreamedReport, Tripwire, judge_report
+from proctor.suites.pytest_runner import StreamedReport, Tripwire, judge_report, vouched
 from proctor.suites.tripwires import EmbeddedTripwire
 
 TRIP = Tripwire("/proctor/t-1", "test_t.py", "test_fail", "test_pass")
@@ -23,12 +23,15 @@ def test_finished_honest_run_is_believed():
     assert real == {"a::test_x": "passed"} and not tampered and trip is None
 
 
-def test_run_ended_before_the_tripwire_reported_is_not_believed():
-    # red team: fake every pass, then kill the process before the tripwire module runs
-    # (it used to be last): the passes written so far scored as a complete fix
+def test_a_session_that_ended_early_is_not_tampering_but_its_passes_are_not_vouched_for():
+    # Faking every pass, then killing the process before the tripwire module runs, once
+    # scored as a complete fix. An early end is no evidence of tampering (an honest hang
+    # or crash looks the same): no flag, but the passes it wrote are not vouched for, so
+    # they run again in the next session (tests/test_suite_sessions.py).
     out = {"a::test_x": "passed", "a::test_y": "passed"}
-    _, tampered, trip = judge_report(_report(out), -9, False, TRIP)
-    assert tampered and "tripwire" in tampered[0] and trip is None
+    real, tampered, trip = judge_report(_report(out), -9, False, TRIP)
+    assert real == out and tampered == [] and trip is None
+    assert not vouched(_report(out), TRIP, None)
 
 
 def test_crash_after_the_tripwire_reported_keeps_the_verdicts():
@@ -82,3 +85,30 @@ def test_records_the_plugin_never_writes_are_tampering():
     real, tampered, trip = judge_report(rep, 1, True, TRIP)
     assert trip is None and tampered == [
         "1 record(s) on the verdict channel that the plugin never writes: forged records"]
+
+
+def test_an_unfinished_session_is_not_judged_by_its_exit_status():
+    # a test that hung was killed (137), the process died in the middle (os._exit(3)):
+    # pytest's exit status then says nothing about the verdicts written
+    out = {FAIL: "failed", PASS: "passed", "a::test_x": "passed"}
+    for code in (137, 3, 0, 1):
+        real, tampered, trip = judge_report(_report(out), code, False, TRIP)
+        assert real == {"a::test_x": "passed"} and tampered == [] and trip is None
+
+
+def test_exit_1_with_only_a_collection_error_is_consistent():
+    # --continue-on-collection-errors: a module that failed to import makes the exit 1
+    out = {FAIL: "failed", PASS: "passed", "a::test_x": "passed"}
+    rep = _report(out, session={"exitstatus": 1}, collection_errors=["tests/test_b.py"])
+    real, tampered, trip = judge_report(rep, 1, True, TRIP)
+    assert tampered == [] and trip is None
+    rep = _report({"a::test_x": "passed", PASS: "passed", FAIL: "passed"},
+                  session={"exitstatus": 0})
+    assert judge_report(rep, 0, True, TRIP)[2] == "must-fail tripwire reported passed"
+
+
+def test_a_finished_session_still_answers_for_its_exit_status():
+    out = {FAIL: "failed", PASS: "passed", "a::test_x": "passed"}
+    _, tampered, _ = judge_report(_report(out, session={"exitstatus": 1}), 0, True, TRIP)
+    assert tampered == ["session record says exit 1, process exited 0",
+                        "exit code 0 but the report lists failures"]

@@ -47,6 +47,7 @@ from proctor.harness.suites_in_sandbox import (
     open_patched_sandbox,
     run_hidden,
     run_public,
+    suite_rng,
 )
 from proctor.harness.tamper import inspect_patched_tree, pristine_text, wanted_texts
 from proctor.harness.task import Task, load_task
@@ -66,7 +67,7 @@ from proctor.rewards.weights import COMPONENTS
 from proctor.sandbox import cleanup
 from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
-from proctor.suites.baseline import Baseline, grade_run, load_or_compute_baseline
+from proctor.suites.baseline import Baseline, grade_suite, load_or_compute_baseline
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.file_checks import run_file_checks
 from proctor.suites.mutation import (
@@ -245,14 +246,16 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         m = Measurements(diff_lines=code_lines_changed(screened.text),
                          penalty_indicators=dict(tamper.indicators))
         hidden_steps = partial(_second_sandbox_steps, rec, m, task, data, applied, summary,
-                               baseline, limits, deadline)
+                               baseline, limits, deadline,
+                               suite_rng(screened.sha256, task.fingerprint, "hidden"))
         if overlap:
             hidden_side = pool.submit(hidden_steps, second, taken, public_run)
         try:
             _files_steps(rec, m, sb, task, summary, deadline)
             with timer("public_tests"):
                 public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite),
-                                    list(summary.files), restored=True)
+                                    list(summary.files), restored=True,
+                                    rng=suite_rng(screened.sha256, task.fingerprint, "public"))
         except BaseException as exc:  # the second sandbox's mutation step waits for it
             public_run.set_exception(exc)
             if overlap:  # end the second sandbox's steps now, not after its hidden run
@@ -277,7 +280,7 @@ def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
     """The hidden run shows no progress and breaks nothing: mutation may not be able to
     change the reward (decided with the public run, :func:`cannot_change_reward`), so it
     waits for the public suite instead of starting at once. Pure."""
-    graded = grade_run(baseline.suites[hidden.suite], hidden.outcomes)
+    graded = grade_suite(baseline, hidden)
     return graded.f2p_passed == 0 and graded.p2p_failed == 0
 
 
@@ -307,7 +310,7 @@ def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pa
 
 def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,
                           applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
-                          deadline: _Deadline, second: Future, taken: list,
+                          deadline: _Deadline, rng, second: Future, taken: list,
                           public_run: Future) -> SuiteRun:
     """In the second sandbox (same patch, fresh container): the hidden suite, mutation
     (killers: the trusted tests that passed, public ones from ``public_run``, which it
@@ -325,10 +328,10 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
                                  f"{again.output[-500:]}")
             with timer("hidden_tests"):
                 hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite),
-                                    list(summary.files), fresh=True)
+                                    list(summary.files), fresh=True, rng=rng)
             with timer("mutation_score"):
                 if _no_progress_yet(baseline, hidden) and cannot_change_reward(
-                        {r.suite: grade_run(baseline.suites[r.suite], r.outcomes)
+                        {r.suite: grade_suite(baseline, r)
                          for r in (public_run.result(), hidden)}):
                     m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
                 else:
@@ -441,12 +444,13 @@ def _measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
 def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,
            hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
     for run in (public, hidden):
-        m.suites[run.suite] = grade_run(baseline.suites[run.suite], run.outcomes)
+        m.suites[run.suite] = grade_suite(baseline, run)
         rec.evidence[f"{run.suite}_tests"] = Evidence(
             command=run.command, exit_code=run.exit_code, duration_s=round(run.duration_s, 3),
             output=run.output[-4000:],
             details={"collected": run.collected, "session_finished": run.session_finished,
                      "timed_out": run.timed_out, "collection_errors": run.collection_errors,
+                     "ended_early": run.ended_early, "sessions": run.sessions,
                      "tampered": run.tampered, "tripwire": run.tripwire})
     breakdown = compute_reward(m, task.config.effective_weights())
     rec.measurements, rec.tests = m, m.suites

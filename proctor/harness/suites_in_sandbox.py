@@ -7,6 +7,7 @@ both measure tests exactly the same way.
 from __future__ import annotations
 
 import hashlib
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -123,10 +124,21 @@ def _write_read_only_dir(where: Path, files: dict[str, bytes]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)  # lost a race: the other copy is the same
 
 
+def suite_rng(*parts: str) -> random.Random:
+    """A random generator seeded from ``parts`` (e.g. the patch's sha256, the task
+    fingerprint and the suite name): the harness's draws that can change a run (where a
+    tripwire goes) are the same for the same patch every time, and unknowable to a patch,
+    which never sees the hidden tests the fingerprint covers."""
+    seed = hashlib.sha256("\0".join(parts).encode()).digest()
+    return random.Random(int.from_bytes(seed[:16], "big"))
+
+
 def run_public(sb: Sandbox, task: Task, timeout: float,
-               changed: list[str] | None = None, *, restored: bool = False) -> SuiteRun:
+               changed: list[str] | None = None, *, restored: bool = False,
+               rng: random.Random | None = None) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
     the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
+    ``rng``: the run's draws (:func:`suite_rng`; default: unpredictable).
     ``restored``: the caller already put them back, in a command of its own that ran
     nothing of the patch after it (the executor's file checks end with it), so the
     restore is skipped."""
@@ -134,24 +146,26 @@ def run_public(sb: Sandbox, task: Task, timeout: float,
         restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     changed=changed)
+                     changed=changed, rng=rng)
 
 
 def run_hidden(sb: Sandbox, task: Task, timeout: float,
-               changed: list[str] | None = None, *, fresh: bool = False) -> SuiteRun:
+               changed: list[str] | None = None, *, fresh: bool = False,
+               rng: random.Random | None = None) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
     in now (read-only, to an unpredictable dir, helper modules under random names, a must-fail
     tripwire hidden among them) and run them there. ``changed``: the paths the patch touched
     (see :func:`~proctor.suites.pytest_runner.run_suite`). ``fresh``: nothing of the patch
     ran in ``sb`` yet (only the copy and ``git apply``): nothing to kill, /tmp and HOME are
-    still empty, so those two steps are skipped."""
+    still empty, so those two steps are skipped. ``rng``: the run's draws (where the
+    tripwires go: :func:`suite_rng`; default: unpredictable)."""
     if not fresh:
         kill_user_processes(sb)
         reset_scratch(sb)
     embedded: list[EmbeddedTripwire | None] = []
 
     def hide_tripwire(files: dict[str, bytes]) -> dict[str, bytes]:
-        files, trip = embed_tripwire(files)
+        files, trip = embed_tripwire(files, rng)
         embedded.append(trip)
         return files
 
@@ -159,7 +173,23 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
     # put with the run's tripwire directory: one sandbox operation for both
     return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     embedded=embedded[0], changed=changed, also_put={hidden.root: files})
+                     embedded=embedded[0], changed=changed, also_put={hidden.root: files},
+                     rng=rng)
+
+
+def _check_baseline_run(task: Task, run: SuiteRun, state: str) -> None:
+    """Code the task itself ships cannot be tampering: a finding on the base repo or the
+    reference patch means the harness and the project do not fit (a conftest that filters
+    every item it does not know, say), which no patch could then be fairly scored against.
+
+    Raises:
+        TaskConfigError: the run was judged tampered with or its tripwire flipped.
+    """
+    why = run.tripwire or "; ".join(run.tampered[:3])
+    if why:
+        raise TaskConfigError(
+            f"{task.root}: the {run.suite} suite on {state} looks tampered with to the "
+            f"harness ({why}); the task's own code must not trip the runner's checks")
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
@@ -177,13 +207,14 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
             if applied is not None and not applied.applied:
                 raise TaskConfigError(
                     f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
+            state = "the base repo" if patch is None else "the reference patch"
             for _ in range(runs):
                 touched = [] if patch is None else list(parse_patch(
                     patch.decode("utf-8", "replace")).files)
-                out["public"].append(run_public(sb, task, task.config.timeouts.per_suite,
-                                                touched).outcomes)
-                out["hidden"].append(run_hidden(sb, task, task.config.timeouts.per_suite,
-                                                touched).outcomes)
+                for run in (run_public(sb, task, task.config.timeouts.per_suite, touched),
+                            run_hidden(sb, task, task.config.timeouts.per_suite, touched)):
+                    _check_baseline_run(task, run, state)
+                    out[run.suite].append(run.outcomes)
         return out
 
     return run_suites

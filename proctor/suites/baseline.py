@@ -23,8 +23,9 @@ from proctor.version import __version__
 
 SUITES = ("public", "hidden")
 #: Bumped whenever classification or the stored shape changes: part of the cache key.
-#: "3": hidden helper modules run under random names and are no longer pytest targets.
-BASELINE_FORMAT = "3"
+#: "4": a suite goes on after a hung or fatal test in new sessions, a module that fails to
+#: collect fails alone, and a failed subtest fails its test.
+BASELINE_FORMAT = "4"
 
 
 class SuiteBaseline(BaseModel):
@@ -161,6 +162,13 @@ def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
         fh.write(baseline.model_dump_json(indent=1))
     os.replace(tmp, path)
     return baseline
+
+
+def grade_suite(baseline: Baseline, run) -> SuiteTests:
+    """:func:`grade_run` of a :class:`~proctor.suites.pytest_runner.SuiteRun` (pure): tests
+    of a module that failed to collect are ``error``, other absent ones ``missing``."""
+    suite = baseline.suites[run.suite]
+    return grade_run(suite, run.outcomes_for(suite.fail_to_pass + suite.pass_to_pass))
 
 
 def grade_run(suite: SuiteBaseline, outcomes: dict[str, str]) -> SuiteTests:

@@ -15,6 +15,7 @@ fails, it simply does not pass, which decides nothing.
 from __future__ import annotations
 
 import ast
+import random
 import secrets
 from dataclasses import dataclass
 
@@ -89,11 +90,14 @@ def _module_names(tree: ast.Module) -> list[str]:
     return names or ["__name__"]
 
 
-def embed_tripwire(files: dict[str, bytes]) -> tuple[dict[str, bytes], EmbeddedTripwire | None]:
+def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
+                   ) -> tuple[dict[str, bytes], EmbeddedTripwire | None]:
     """Append a must-fail tripwire to one hidden test module chosen at random.
 
     Args:
         files: hidden test tree, path relative to its root -> content.
+        rng: draws the module, name, donor body and assertion (seed it for the same
+            choice every time; default: unpredictable).
 
     Returns:
         (the tree with that one module changed, the tripwire), or (``files``, None) when no
@@ -109,7 +113,7 @@ def embed_tripwire(files: dict[str, bytes]) -> tuple[dict[str, bytes], EmbeddedT
             continue
     if not parsed:
         return files, None
-    rng = secrets.SystemRandom()
+    rng = rng or secrets.SystemRandom()
     path = rng.choice(sorted(parsed))
     text, tree = parsed[path]
     taken = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,

@@ -5,11 +5,19 @@ runs) and handed to pytest as an object; each record is a line ``NONCE JSON`` wr
 verdict channel (an inherited pipe at an unpredictable fd). Records, in order:
 
 * ``{"k": "started"}``: the plugin exists (no record at all means a harness fault);
+* ``{"k": "collect", "id"}`` when a collector starts, ``{"k": "collected", "id"}`` when
+  it ends (with ``"failed": true`` and a ``collection_error`` record when it failed): the
+  supervisor knows which module an import that hangs or kills the process belongs to;
+* ``{"k": "items", "ids"}``: the test ids this session will run, once collection is done;
+* ``{"k": "start", "id"}``: a test begins (setup, call, teardown follow): the supervisor
+  times each test from here and knows which one a hang or a dead process belongs to;
 * ``{"k": "raw", "id", "v"}``: the verdict of the test function's own call, taken inside a
   wrapper of the test function (``v``: passed, failed, skipped), below every hook dispatch
   and independent of pytest's reports;
 * ``{"k": "test", "id", "outcome", "duration"}``: the outcome from pytest's reports
-  (passed, failed, error, skipped, xfailed, xpassed, timeout; duration in seconds);
+  (passed, failed, error, skipped, xfailed, xpassed, timeout; duration in seconds). The
+  worst of a test's reports wins: a failed subtest (``self.subTest``, the ``subtests``
+  fixture) fails its test even when the test's own final report says passed;
 * ``{"k": "collection_error", "id"}``;
 * ``{"k": "tamper", "why"}``: pytest's runner rewired under the tests (a function or
   method of ``_pytest``/``pluggy``/``pytest_timeout``/this plugin replaced, the plugin
@@ -18,6 +26,10 @@ verdict channel (an inherited pipe at an unpredictable fd). Records, in order:
   same kind when code the patch touched reaches into the harness (``gc.get_objects``,
   ``sys.settrace``, ...);
 * ``{"k": "session", "exitstatus", "collected"}``: the last record.
+
+A later session of the same suite (run after a test hung or the process died) gets
+``skip``: the test ids already judged are deselected and the modules that already failed to
+collect are not collected again, so the session runs only what has no verdict yet.
 
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
 ``pluggy``) and the item before every test call; everything, builtins included, when
@@ -98,11 +110,14 @@ def _all_modules():
                   or n in ("pytest", "pluggy", "pytest_timeout", "builtins", __name__))
 
 
-def make_plugin(fd, nonce, repo, changed=None):
+def make_plugin(fd, nonce, repo, changed=None, skip=None):
     """The plugin object for ``pytest.main(plugins=[...])``, writing to ``fd``. ``repo``:
     the directory of the code under test; ``changed``: the repo-relative paths the patch
     touched (a verdict hook implemented there is foreign), or None for "anywhere in the
-    repo but a conftest.py"."""
+    repo but a conftest.py"; ``skip``: ``{"ids": [...], "paths": [...]}``, test ids to
+    deselect and collector ids (paths relative to the rootdir) not to collect, and
+    optionally ``"only"`` (run no other test ids) with ``"keep"`` (but every test of these
+    files, absolute paths: the tripwires)."""
     write, dumps, tag = os.write, json.dumps, nonce.encode() + b" "
 
     def send(obj):
@@ -112,7 +127,7 @@ def make_plugin(fd, nonce, repo, changed=None):
 
     root = os.path.realpath(repo) + os.sep
     suspects = None if changed is None else {os.path.realpath(root + p) for p in changed}
-    plugin = _ReportPlugin(send, root, suspects, (write, fd, tag))
+    plugin = _ReportPlugin(send, root, suspects, (write, fd, tag), skip)
     send({"k": "started"})
     return plugin
 
@@ -163,10 +178,28 @@ def _raw_call(state, *args, **kwargs):
     return result
 
 
+#: Outcomes of a test's call reports, worst last: the worst one reported wins.
+_CALL_RANK = {None: 0, "passed": 1, "skipped": 2, "xfailed": 3, "xpassed": 4, "failed": 5,
+              "timeout": 6}
+
+
+def _is_subtest(report):
+    """A report of one subtest (pytest's own ``SubtestReport``, or pytest-subtests')."""
+    return type(report).__name__ == "SubtestReport" or getattr(report, "context", None) \
+        is not None and hasattr(report.context, "kwargs")
+
+
 class _ReportPlugin:
-    def __init__(self, send, repo, suspects, channel=None):
+    def __init__(self, send, repo, suspects, channel=None, skip=None):
         self._send, self._repo, self._suspects = send, repo, suspects
         self._channel = channel
+        skip = skip or {}
+        self._skip_ids = frozenset(str(i) for i in skip.get("ids") or ())
+        only = skip.get("only")
+        self._only = None if only is None else frozenset(str(i) for i in only)
+        self._keep = frozenset(os.path.realpath(str(p)) for p in skip.get("keep") or ())
+        self._skip_paths = [str(p) for p in skip.get("paths") or ()]
+        self._skip_abs = frozenset()
         self._tests = {}
         self._items = {}
         self._hooks = None
@@ -207,6 +240,9 @@ class _ReportPlugin:
         # Initial conftests may have imported the code under test by now: what changed
         # since the snapshot must come from pytest itself. Then the snapshot is retaken.
         self._config = config
+        root = str(config.rootpath)
+        self._skip_abs = frozenset(os.path.normpath(os.path.join(root, p))
+                                   for p in self._skip_paths)
         for label, value in _changed(self._everything):
             if not _pytests_own(value):
                 self._tamper(f"replaced before configure: {label}")
@@ -221,6 +257,28 @@ class _ReportPlugin:
             b for name in VERDICT_HOOKS if hasattr(config.hook, name)
             for b in _instance_bindings(f"hook.{name}", getattr(config.hook, name))]
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path, config):
+        if self._skip_abs and os.path.normpath(str(collection_path)) in self._skip_abs:
+            return True
+        return None
+
+    def pytest_collectstart(self, collector):
+        self._send({"k": "collect", "id": collector.nodeid})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        if not self._skip_ids and self._only is None:
+            return
+        kept, dropped = [], []
+        for item in items:
+            drop = item.nodeid in self._skip_ids or self._only is not None and not (
+                item.nodeid in self._only or os.path.realpath(str(item.path)) in self._keep)
+            (dropped if drop else kept).append(item)
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+
     @pytest.hookimpl(trylast=True)
     def pytest_itemcollected(self, item):
         obj = getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
@@ -228,6 +286,7 @@ class _ReportPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
+        self._send({"k": "items", "ids": [item.nodeid for item in session.items]})
         for label, _ in _changed(self._everything):
             self._tamper(f"replaced during collection: {label}")
         self._hooks = self._impls()
@@ -300,20 +359,31 @@ class _ReportPlugin:
             self._raw(item.nodeid, failed=bool(getattr(item, "_excinfo", None)))
         return result
 
+    def pytest_runtest_logstart(self, nodeid, location):
+        self._send({"k": "start", "id": nodeid})
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report):
         entry = self._tests.setdefault(report.nodeid, {"outcome": None, "duration": 0.0})
+        if _is_subtest(report):
+            # A subtest's failure fails its test; a skipped or passed subtest leaves the
+            # verdict to the test's own reports (unittest's final report says passed).
+            if report.failed:
+                entry["subtest_failed"] = True
+            return
         entry["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
         xfail = hasattr(report, "wasxfail")
         if report.when == "call":
             if xfail:
-                entry["outcome"] = "xfailed" if report.skipped else "xpassed"
+                outcome = "xfailed" if report.skipped else "xpassed"
             elif report.passed:
-                entry["outcome"] = "passed"
+                outcome = "passed"
             elif report.skipped:
-                entry["outcome"] = "skipped"
+                outcome = "skipped"
             else:
-                entry["outcome"] = "timeout" if _is_timeout(report) else "failed"
+                outcome = "timeout" if _is_timeout(report) else "failed"
+            if _CALL_RANK[outcome] > _CALL_RANK.get(entry["outcome"], 0):
+                entry["outcome"] = outcome
         elif report.failed:
             if entry["outcome"] in (None, "passed"):
                 entry["outcome"] = "timeout" if _is_timeout(report) else "error"
@@ -323,12 +393,16 @@ class _ReportPlugin:
     def pytest_runtest_logfinish(self, nodeid, location):
         entry = self._tests.pop(nodeid, None)
         if entry is not None:
-            self._send({"k": "test", "id": nodeid, "outcome": entry["outcome"] or "error",
+            outcome = entry["outcome"] or "error"
+            if entry.get("subtest_failed") and outcome in ("passed", "skipped", "xpassed"):
+                outcome = "failed"
+            self._send({"k": "test", "id": nodeid, "outcome": outcome,
                         "duration": round(entry["duration"], 6)})
 
     def pytest_collectreport(self, report):
         if report.failed:
             self._send({"k": "collection_error", "id": report.nodeid or "<collection>"})
+        self._send({"k": "collected", "id": report.nodeid, "failed": bool(report.failed)})
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):

@@ -1,7 +1,9 @@
 """Harness-owned pytest entry point, run inside the sandbox as
-``python -I -B run_pytest.py REPO [--deadline S] [--changed-from FILE] [--out-dir DIR] --
-PYTEST_ARGS`` (``FILE``: a JSON list of the repo-relative paths the patch touched; ``DIR``:
-where a result too big to print goes).
+``python -I -B run_pytest.py REPO [--deadline S] [--item-timeout S] [--changed-from FILE]
+[--skip-from FILE] [--out-dir DIR] -- PYTEST_ARGS`` (``--changed-from``: a JSON list of the
+repo-relative paths the patch touched; ``--skip-from``: a JSON object ``{"ids", "paths"}``
+of tests already judged and modules already failed, for a later session of the same suite;
+``DIR``: where a result too big to print goes).
 
 Two processes (DESIGN section 5, "streamed to the harness"):
 
@@ -16,6 +18,17 @@ Two processes (DESIGN section 5, "streamed to the harness"):
   many processes of the user outlived the child (``stray_processes``: the harness kills
   them before the next step, and skips that kill when there are none). Exit status: the
   child's, or 128 + signal.
+
+  It times every test from the plugin's ``start`` record (and every collector, and the
+  gaps between them) and kills the child when one runs past ``--item-timeout`` seconds:
+  the per-test limit enforced from outside the process, which code under test cannot
+  disable (pytest-timeout's SIGALRM inside the child is the first, gentler limit). The
+  result says how the session ended (``ended``: ``completed``, ``item_timeout``,
+  ``deadline`` or ``exited``; the phase and the test or collector that was running; the
+  signal; whether the memory cgroup's OOM killer fired), so the harness can tell an honest
+  early end from tampering and go on in a new session without what was judged.
+  The supervisor is the child subreaper of everything the child starts: whatever the code
+  under test leaves running (daemons included) is killed before the result is printed.
 * The **child** runs pytest with the plugin object given to ``pytest.main(plugins=...)``
   (never by name: ``-p no:...`` cannot unload it). The channel's write end sits at a random
   fd number that is in neither the environment nor argv, and every record carries a nonce
@@ -41,6 +54,11 @@ RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "  # proctor.suites.pytest_runner.RESU
 INLINE_RESULT_MAX = 128 * 1024  # bytes of base64 printed inline (the exec output cap: 256 KiB)
 OUTPUT_TAIL = 16 * 1024  # bytes of the child's output kept
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+#: Signals the kernel sends for a resource limit (RLIMIT_FSIZE, RLIMIT_CPU).
+LIMIT_SIGNALS = {25: "file_size", 24: "cpu_time"}
+#: Where the memory cgroup counts its OOM kills (a line ``oom_kill N``): cgroup v2, v1.
+MEMORY_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 #: Audit events that reach into the running harness (find its objects, trace or jump over
@@ -113,22 +131,47 @@ def _tamper_sender(fd, nonce):
     return send
 
 
-def _set_dumpable(flag):
+def _prctl(option, value):
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    if libc.prctl(option, int(value), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _set_dumpable(flag):
+    _prctl(PR_SET_DUMPABLE, flag)
+
+
+OWN_OPTIONS = ("--deadline", "--item-timeout", "--changed-from", "--skip-from", "--out-dir")
 
 
 def _parse_argv(argv):
+    """(repo, own options by name without dashes, pytest's arguments)."""
     repo, rest, own = argv[1], argv[2:], {}
-    while rest[:1] in (["--deadline"], ["--changed-from"], ["--out-dir"]):
-        own[rest[0]], rest = rest[1], rest[2:]
+    while rest[:1] and rest[0] in OWN_OPTIONS:
+        own[rest[0][2:].replace("-", "_")], rest = rest[1], rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
-    deadline = float(own["--deadline"]) if "--deadline" in own else None
-    return repo, deadline, own.get("--changed-from"), own.get("--out-dir", "/tmp"), rest
+    for key in ("deadline", "item_timeout"):
+        own[key] = float(own[key]) if key in own else None
+    own.setdefault("out_dir", "/tmp")
+    return repo, own, rest
+
+
+def _read_skip(path):
+    """``{"ids", "paths", "only", "keep"}`` from ``--skip-from`` (see proctor_report's
+    ``make_plugin``; None: nothing to skip)."""
+    if not path:
+        return None
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    out = {key: [str(v) for v in data.get(key) or ()] for key in ("ids", "paths", "keep")}
+    if data.get("only") is not None:
+        out["only"] = [str(v) for v in data["only"]]
+    return out
 
 
 def _free_fd():
@@ -145,10 +188,15 @@ def _free_fd():
             return fd
 
 
-def _child(repo, args, rec_fd, nonce, changed_from, fd):
+def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
     """Runs in the forked child: never returns."""
     try:
         _set_dumpable(True)  # only the supervisor needs hiding (and reads its fd table)
+        try:  # under memory pressure the kernel kills the tests, never their supervisor
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
+        except OSError:
+            pass
         os.dup2(rec_fd, fd, inheritable=False)
         os.close(rec_fd)
         changed = None
@@ -166,7 +214,7 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd):
             os.environ.pop(var, None)
         import proctor_report
 
-        plugin = proctor_report.make_plugin(fd, nonce, repo, changed)
+        plugin = proctor_report.make_plugin(fd, nonce, repo, changed, skip)
     except BaseException as exc:  # harness fault: no repo code has run yet
         os.write(2, f"\n{HARNESS_ERROR}the runner failed to start: {exc!r}\n".encode())
         os._exit(3)
@@ -176,14 +224,18 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd):
 
 
 class _Streams:
-    """What the supervisor reads: nonce-tagged records, forged lines, the output's tail."""
+    """What the supervisor reads: nonce-tagged records, forged lines, the output's tail, and
+    (from the records) what the child is doing now: ``current`` is ``(phase, id)`` of the
+    test or collector running (phase ``test`` or ``collect``; None between them), ``since``
+    when it started or when the child last said anything."""
 
-    def __init__(self, nonce):
+    def __init__(self, nonce, now):
         self.tag = nonce.encode() + b" "
         self.buf, self.out = b"", bytearray()
         self.out_total, self.records, self.foreign = 0, [], 0
+        self.current, self.since, self.phase = None, now, "startup"
 
-    def take(self, which, chunk):
+    def take(self, which, chunk, now=0.0):
         if which == "out":
             self.out_total += len(chunk)
             self.out += chunk
@@ -193,18 +245,42 @@ class _Streams:
         *lines, self.buf = self.buf.split(b"\n")
         for line in lines:
             if line.startswith(self.tag):
-                self.records.append(line[len(self.tag):].decode("utf-8", "replace"))
+                text = line[len(self.tag):].decode("utf-8", "replace")
+                self.records.append(text)
+                self._follow(text, now)
             elif line:
                 self.foreign += 1
         if len(self.buf) > 1 << 20:  # an endless line: not ours
             self.buf, self.foreign = b"", self.foreign + 1
 
+    def _follow(self, text, now):
+        import json
+
+        try:
+            rec = json.loads(text)
+            kind, ident = rec.get("k"), rec.get("id")
+        except (ValueError, RecursionError, AttributeError):
+            return  # judged on the host (a record the plugin never writes)
+        if kind in ("raw", "tamper"):
+            return  # written from inside a test: no change of what is running
+        self.since = now
+        if kind == "collect":
+            self.current, self.phase = ("collect", ident), "collect"
+        elif kind == "start":
+            self.current, self.phase = ("test", ident), "test"
+        elif kind in ("collected", "test"):
+            self.current = None
+        elif kind == "items":
+            self.current, self.phase = None, "run"
+        elif kind == "session":  # a test still open was interrupted (KeyboardInterrupt)
+            self.phase = "finish"
+
 
 def _channel_check(pid, fd, pipe):
     """Why the child's verdict channel is no longer what the supervisor gave it, or None:
     fd ``fd`` of ``pid`` must be the channel's pipe (``pipe``: its ``/proc`` link text) and
-    no other fd of the child may be (red3: code under test dup'ed the channel away, put a
-    pipe of its own at the fd, and relayed the plugin's records rewritten). None as well
+    no other fd of the child may be (code under test that dup'ed the channel away, put a
+    pipe of its own at the fd and relayed the plugin's records rewritten). None as well
     when the child's fd table cannot be read (it has exited)."""
     where = f"/proc/{pid}/fd"
     try:
@@ -226,7 +302,109 @@ def _channel_check(pid, fd, pipe):
     return None
 
 
-def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
+def _exiting(pid):
+    """Is ``pid`` gone or a zombie (its fd table is emptied while it exits)?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
+def _confirmed(pid, fd, pipe):
+    """:func:`_channel_check` once more, a moment later, unless the child is exiting by
+    then: a process that dies (a segfault, say) closes its fds one by one, so a look at a
+    table half torn down finds the channel gone without anyone having moved it."""
+    import time
+
+    time.sleep(0.02)
+    if _exiting(pid):
+        return None
+    why = _channel_check(pid, fd, pipe)
+    return None if why and _exiting(pid) else why
+
+
+def _oom_kills():
+    """The memory cgroup's ``oom_kill`` count (None: not readable here)."""
+    for path in MEMORY_EVENTS:
+        try:
+            with open(path, encoding="ascii") as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _reap(pid):
+    """Reap every exited child (orphans adopted as subreaper included) without blocking;
+    the wait status of ``pid`` when it was among them, else None."""
+    status = None
+    while True:
+        try:
+            done, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if not done:
+            return status
+        if done == pid:
+            status = st
+
+
+def _descendants():
+    """Pids whose parent chain leads to this process (as child subreaper, everything the
+    child started that is still alive)."""
+    me, parent = os.getpid(), {}
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+            parent[int(name)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    out = []
+    for pid in parent:
+        cur, seen = pid, 0
+        while cur in parent and seen < 4096:
+            cur, seen = parent[cur], seen + 1
+            if cur == me:
+                out.append(pid)
+                break
+    return out
+
+
+def _kill_descendants(rounds=50):
+    """SIGKILL everything this process (the child subreaper) has below it, until nothing
+    is left (a fork bomb forks while it is killed: a few rounds); reaps them. Returns how
+    many were killed."""
+    import signal
+    import time
+
+    killed = 0
+    for _ in range(rounds):
+        pids = _descendants()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.01)
+        _reap(None)
+    _reap(None)
+    return killed
+
+
+def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None, item_timeout=None):
     import selectors
     import signal
     import time
@@ -237,24 +415,33 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
     sel = selectors.DefaultSelector()
     sel.register(rec_r, selectors.EVENT_READ, "rec")
     sel.register(out_r, selectors.EVENT_READ, "out")
-    streams = _Streams(nonce)
-    status, timed_out, drain_until = None, False, None
+    streams = _Streams(nonce, start)
+    status, killed, drain_until, blamed = None, None, None, None
+
+    def kill_child(why):
+        nonlocal killed, blamed
+        killed, blamed = why, (streams.phase, streams.current)
+        for target in (-pid, pid):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+
     while sel.get_map():
         now = time.monotonic()
         if status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status, drain_until = st, now + 0.5
-            elif deadline is not None and now - start > deadline:
-                timed_out = True
-                for target in (-pid, pid):
-                    try:
-                        os.kill(target, signal.SIGKILL)
-                    except OSError:
-                        pass
+            status = _reap(pid)
+            if status is not None:
+                drain_until = now + 0.5
+                _kill_descendants()  # what it left behind holds the pipes open
+            elif killed is None and deadline is not None and now - start > deadline:
+                kill_child("deadline")
+            elif killed is None and item_timeout is not None and \
+                    now - streams.since > item_timeout:
+                kill_child("item_timeout")
         if drain_until is not None and now > drain_until:
-            # Something the child left behind holds a pipe open: take what is buffered
-            # (the child's last records are there even if we were slow), then stop.
+            # Something still holds a pipe open: take what is buffered (the child's last
+            # records are there even if we were slow), then stop.
             for key in list(sel.get_map().values()):
                 os.set_blocking(key.fd, False)
                 for _ in range(64):
@@ -264,12 +451,12 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
                         break
                     if not chunk:
                         break
-                    streams.take(key.data, chunk)
+                    streams.take(key.data, chunk, now)
             break
         for key, _ in sel.select(timeout=0.05):
             chunk = os.read(key.fd, 65536)
             if chunk:
-                streams.take(key.data, chunk)
+                streams.take(key.data, chunk, time.monotonic())
             else:
                 sel.unregister(key.fd)
         # Once the plugin has started (the child has put the channel in place), on every
@@ -277,15 +464,30 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None):
         if fd is not None and status is None and streams.records and not channel:
             why = _channel_check(pid, fd, pipe)
             if why:
+                why = _confirmed(pid, fd, pipe)
+            if why:
                 channel.append(why)
-    if streams.buf:
-        streams.foreign += 1
     if status is None:
-        status = os.waitpid(pid, 0)[1]
+        while status is None:
+            status = _reap(pid)
+            if status is None:
+                time.sleep(0.01)
     code = os.waitstatus_to_exitcode(status)
+    if blamed is None:
+        blamed = (streams.phase, streams.current)
+    # A last line cut short is a record the child was writing when it died (or was
+    # killed): torn, not forged. A session that ended by itself writes whole lines.
+    torn = bool(streams.buf) and (killed is not None or code < 0 or streams.phase != "finish")
+    if streams.buf and not torn:
+        streams.foreign += 1
+    phase, current = blamed
+    ended = {"why": killed or ("completed" if phase == "finish" else "exited"),
+             "phase": phase, "item": current[1] if current else None,
+             "item_phase": current[0] if current else None,
+             "signal": -code if code < 0 else None, "torn": torn}
     return {"records": streams.records, "exit": code if code >= 0 else 128 - code,
-            "signal": -code if code < 0 else None, "timed_out": timed_out,
-            "foreign_lines": streams.foreign, "channel": channel,
+            "signal": -code if code < 0 else None, "timed_out": killed == "deadline",
+            "foreign_lines": streams.foreign, "channel": channel, "ended": ended,
             "output": streams.out.decode("utf-8", "replace"),
             "output_bytes": streams.out_total}
 
@@ -338,17 +540,20 @@ def _emit(result, out_dir):
 def main():
     import secrets
 
-    repo, deadline, changed_from, out_dir, args = _parse_argv(sys.argv)
+    repo, own, args = _parse_argv(sys.argv)
     try:
         _set_dumpable(False)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        skip = _read_skip(own.get("skip_from"))
     except Exception as exc:
-        sys.stdout.write(f"{HARNESS_ERROR}cannot hide the supervisor: {exc!r}\n")
+        sys.stdout.write(f"{HARNESS_ERROR}cannot prepare the supervisor: {exc!r}\n")
         sys.stdout.flush()
         os._exit(3)
     nonce = secrets.token_hex(16)
     rec_r, rec_w = os.pipe()
     out_r, out_w = os.pipe()
     fd = _free_fd()
+    oom_before = _oom_kills()
     pid = os.fork()
     if pid == 0:
         os.close(rec_r)
@@ -357,13 +562,17 @@ def main():
         os.dup2(out_w, 2)
         os.close(out_w)
         os.setpgid(0, 0)
-        _child(repo, args, rec_w, nonce, changed_from, fd)
+        _child(repo, args, rec_w, nonce, own.get("changed_from"), fd, skip)
         os._exit(3)  # not reached
     os.close(rec_w)
     os.close(out_w)
-    result = _supervise(pid, rec_r, out_r, nonce, deadline, fd)
+    result = _supervise(pid, rec_r, out_r, nonce, own["deadline"], fd, own["item_timeout"])
+    result["killed_descendants"] = _kill_descendants()
+    oom_after = _oom_kills()
+    result["ended"]["oom"] = (oom_before is not None and oom_after is not None
+                              and oom_after > oom_before)
     result["stray_processes"] = _stray_processes()
-    _emit(result, out_dir)
+    _emit(result, own["out_dir"])
     os._exit(result["exit"])
 
 
