@@ -88,22 +88,23 @@ def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
 
 #: Why mutation is not measured when it cannot change the reward (see
 #: :func:`cannot_change_reward`).
-NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes and no PASS_TO_PASS test "
-                    "broke, so progress is 0 and the quality components, which are "
-                    "multiplied by it, cannot change the reward")
+NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes, so progress is 0 and the "
+                    "quality components, which are multiplied by it (their weights kept, "
+                    "not re-shared), cannot change the reward")
 
 
 def cannot_change_reward(suites: dict[str, SuiteTests]) -> bool:
     """True when the mutation score cannot change the total reward (pure): no suite has a
-    FAIL_TO_PASS test passing (progress p = 0, so ``p * w_mutation * score`` is 0 whatever
-    the score) and no suite with FAIL_TO_PASS tests has a PASS_TO_PASS test failing (so the
-    credit terms ``w_s * c_s`` are exactly 0 and re-sharing mutation's weight over them, as
-    a null component does, changes nothing either). Regression-guard penalties use nominal
-    weights and ``visible_only`` is 0 when no FAIL_TO_PASS test passes. The total is then
-    bit-identical with or without the measurement (``tests/test_mutation.py``).
-    ``suites``: suite name -> graded outcomes of this patched run."""
+    FAIL_TO_PASS test passing, so progress p = 0 and ``p * w_mutation * score`` is 0
+    whatever the score; and with p = 0 the reward keeps a null quality component's weight
+    instead of re-sharing it over the credit terms
+    (:func:`~proctor.rewards.reward.compute_reward`), so a null changes nothing either,
+    even when PASS_TO_PASS tests broke. The total is then bit-identical with or without
+    the measurement (``tests/test_mutation.py``). False when no suite has a FAIL_TO_PASS
+    test at all (a configuration error the reward reports). ``suites``: suite name ->
+    graded outcomes of this patched run."""
     credit = [s for s in suites.values() if s.f2p_total > 0]
-    return bool(credit) and all(s.f2p_passed == 0 and s.p2p_failed == 0 for s in credit)
+    return bool(credit) and all(s.f2p_passed == 0 for s in credit)
 
 
 def under(path: str, roots: list[str]) -> bool:
