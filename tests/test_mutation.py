@@ -346,7 +346,7 @@ def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
         tmp_path / "hang", toolz_make_task.make_patch, HANG_BASE, HANG_PATCHED.format(when=when),
         "from pkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
         "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
-    monkeypatch.setattr(mutation, "control_position", lambda n: 0)  # the first fork
+    monkeypatch.setattr(mutation, "control_position", lambda n, rng: 0)  # first fork
     killers, res = run_step(docker_ready, task, patch, timeout=90)
     assert len(killers) == 2
     d = res.evidence.details
@@ -356,6 +356,24 @@ def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
         assert res.score == 0.0 and "control mutant" in res.note
     else:  # judged on its mutants like any other step
         assert res.score is not None and res.score > 0 and res.note is None
+
+
+def test_control_choices_are_seeded_from_the_patch_and_the_task():
+    """Same patch and task: same control function and position (same record); another
+    patch or another task (its hidden tests changed): another draw."""
+    from proctor.suites.mutation import control_position, control_rng
+
+    def draw(sha, fingerprint):
+        rng = control_rng(sha, fingerprint)
+        return rng.choice("abcdefghij"), control_position(30, rng)
+
+    same = {draw("a" * 64, "f" * 64) for _ in range(5)}
+    assert len(same) == 1
+    draws = {draw(f"{i:064x}", "f" * 64) for i in range(40)}
+    assert len(draws) > 20
+    assert {draw("a" * 64, f"{i:064x}") for i in range(40)} != same
+    assert all(0 <= control_position(3, control_rng(f"{i}", "t")) <= 3 for i in range(200))
+    assert {control_position(3, control_rng(f"{i}", "t")) for i in range(200)} == {0, 1, 2, 3}
 
 
 def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():

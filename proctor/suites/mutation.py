@@ -150,10 +150,22 @@ def select_mutants(mutants: list[dict], k: int, seed: int) -> list[dict]:
     return [m for m in mutants if m["name"] in chosen]
 
 
-def control_position(n_mutants: int) -> int:
-    """Where the control goes among ``n_mutants`` mutants: uniform in ``0..n_mutants``
-    (fresh OS randomness, so code under test cannot count forks to reach it)."""
-    return secrets.randbelow(n_mutants + 1)
+def control_rng(patch_sha256: str, task_fingerprint: str) -> random.Random:
+    """The generator of the mutation step's choices that can change its outcome (the
+    control's function and its position among the mutants): seeded from the patch's
+    sha256 and the task fingerprint, so the same patch gets the same record every time.
+    The fingerprint covers the hidden tests, which the agent never sees, so the code under
+    test cannot predict the choice (count forks to reach the control, say). Nonces and
+    names stay fresh OS randomness. Pure."""
+    digest = hashlib.sha256(f"proctor-mutation-control\0{task_fingerprint}\0"
+                            f"{patch_sha256}".encode()).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def control_position(n_mutants: int, rng: random.Random) -> int:
+    """Where the control goes among ``n_mutants`` mutants: uniform in ``0..n_mutants``,
+    drawn from ``rng`` (:func:`control_rng`)."""
+    return rng.randrange(n_mutants + 1)
 
 
 def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
@@ -309,7 +321,8 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     agent_ok, screened = _screen_agent_tests(sb, f"{m}/repo", agent)
     ev.details.update(mutants_generated=len(mutants), mutants_selected=len(chosen),
                       agent_tests=agent_ok, agent_tests_screened_out=screened)
-    control = f"{random.Random().choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
+    rng = control_rng(hashlib.sha256(patch).hexdigest(), task.fingerprint)
+    control = f"{rng.choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
     spec = {
         "root": f"{m}/repo", "killers": [], "killer_files": agent_ok,  # set by the caller
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
@@ -319,7 +332,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                         "--assert=plain",  # verdicts need no assertion introspection
                         *task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
-        "control": control, "control_at": control_position(len(chosen)),
+        "control": control, "control_at": control_position(len(chosen), rng),
         "nonce": secrets.token_hex(16), "workers": workers,
         "timeout_factor": TIMEOUT_FACTOR,
         "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
