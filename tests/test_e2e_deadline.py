@@ -96,11 +96,18 @@ def _our_processes() -> set[int]:
     out, todo = set(), list(children.get(os.getpid(), []))
     while todo:
         pid = todo.pop()
-        if b"mutmut_adapter.py" in cmdline.get(pid, b""):
+        if b"import mutmut_adapter" in cmdline.get(pid, b""):  # its -c boot script
             continue
         out.add(pid)
         todo += children.get(pid, [])
     return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "(gone)"
 
 
 def _assert_within_deadline(rec) -> None:
@@ -136,7 +143,8 @@ def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepar
     cost = diff_cost(code_lines_changed(patch.decode()))
     assert cost == 0.0025
     assert rec.reward == pytest.approx(-0.25 - 0.35 - cost, abs=1e-12)
-    assert _our_processes() <= before
+    left = _our_processes() - before
+    assert not left, {pid: _cmdline(pid) for pid in left}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -170,4 +178,5 @@ def test_a_fix_whose_hidden_tests_all_hang_is_scored_within_the_deadline(backend
     assert rec.reward == pytest.approx(0.25 - 0.35 + 5 / 12 * (0.1 + 0.2 * 0.5 + 0.1)
                                        - cost - 0.1, abs=1e-12)
     assert rec.reward == pytest.approx(-0.079, abs=1e-12)
-    assert _our_processes() <= before
+    left = _our_processes() - before
+    assert not left, {pid: _cmdline(pid) for pid in left}
