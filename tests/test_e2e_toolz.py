@@ -215,9 +215,10 @@ def test_destructive_honest_patch_is_negative_but_above_violation(toolz_task, ma
     assert (pub_broken, hid_broken) == (2, 20)  # of 112 and 45 PASS_TO_PASS
     assert rec.progress == 0.0  # nothing fixed: no quality credit at all
     assert -1.0 < rec.reward < 0.0
-    # 9 inserted code lines * .0005 = .0045; the inserted lines have mutants, so mutation
-    # applies (no trusted test that passes reaches them: 0.0) and the weights are nominal.
-    assert rec.components["mutation_score"] == 0.0
+    # 9 inserted code lines * .0005 = .0045; nothing fixed, so mutation is not measured
+    # and, progress being 0, its weight is kept, not re-shared: the weights are nominal.
+    assert rec.components["mutation_score"] is None and "mutation" not in rec.evidence
+    assert rec.weights == load_task(toolz_task).config.effective_weights().as_dict()
     assert rec.reward == pytest.approx(-0.25 * 2 / 112 - 0.35 * 20 / 45 - 0.0045, abs=1e-12)
     assert rec.verdict.gate == "FAIL"
     assert_self_consistent(rec)
@@ -236,10 +237,12 @@ def test_syntax_error_fails_compile_and_tests(toolz_task, make_toolz_patch, tool
     assert rec.components["static_analysis"] == 0.5  # one new finding: the syntax error
     assert [f["rule"] for f in rec.evidence["static_analysis"].details["new_error_findings"]
             ] == ["invalid-syntax"]
-    # Nothing imports: every test of both suites fails. -.3125 - .4375, progress 0,
-    # diff cost 6 code lines * .0005.
+    # Nothing imports: every test of both suites fails. Progress 0: mutation not measured
+    # and its weight kept (not re-shared over the credit terms), -.25 - .35, diff cost
+    # 6 code lines * .0005.
     assert rec.components["public_tests"] == rec.components["hidden_tests"] == -1.0
-    assert rec.reward == pytest.approx(-0.753, abs=1e-12)
+    assert rec.components["mutation_score"] is None
+    assert rec.reward == pytest.approx(-0.603, abs=1e-12)
     assert rec.verdict.gate == "FAIL"
     assert_self_consistent(rec)
 

@@ -346,7 +346,7 @@ def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
         tmp_path / "hang", toolz_make_task.make_patch, HANG_BASE, HANG_PATCHED.format(when=when),
         "from pkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
         "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
-    monkeypatch.setattr(mutation, "control_position", lambda n: 0)  # the first fork
+    monkeypatch.setattr(mutation, "control_position", lambda n, rng: 0)  # first fork
     killers, res = run_step(docker_ready, task, patch, timeout=90)
     assert len(killers) == 2
     d = res.evidence.details
@@ -356,6 +356,24 @@ def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
         assert res.score == 0.0 and "control mutant" in res.note
     else:  # judged on its mutants like any other step
         assert res.score is not None and res.score > 0 and res.note is None
+
+
+def test_control_choices_are_seeded_from_the_patch_and_the_task():
+    """Same patch and task: same control function and position (same record); another
+    patch or another task (its hidden tests changed): another draw."""
+    from proctor.suites.mutation import control_position, control_rng
+
+    def draw(sha, fingerprint):
+        rng = control_rng(sha, fingerprint)
+        return rng.choice("abcdefghij"), control_position(30, rng)
+
+    same = {draw("a" * 64, "f" * 64) for _ in range(5)}
+    assert len(same) == 1
+    draws = {draw(f"{i:064x}", "f" * 64) for i in range(40)}
+    assert len(draws) > 20
+    assert {draw("a" * 64, f"{i:064x}") for i in range(40)} != same
+    assert all(0 <= control_position(3, control_rng(f"{i}", "t")) <= 3 for i in range(200))
+    assert {control_position(3, control_rng(f"{i}", "t")) for i in range(200)} == {0, 1, 2, 3}
 
 
 def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
@@ -384,51 +402,60 @@ def _suite(f2p_total: int, f2p_passed: int, p2p_total: int, p2p_failed: int):
                       p2p_failed=p2p_failed)
 
 
-_NO_PROGRESS_CASES = [  # (public, hidden): no FAIL_TO_PASS passes, nothing broken
+_NO_PROGRESS_CASES = [  # (public, hidden): no FAIL_TO_PASS passes
     (_suite(2, 0, 5, 0), _suite(3, 0, 4, 0)),
     (_suite(0, 0, 5, 0), _suite(3, 0, 4, 0)),  # public a pure regression guard, intact
     (_suite(0, 0, 5, 2), _suite(3, 0, 4, 0)),  # the guard broken: its penalty is nominal
     (_suite(2, 0, 0, 0), _suite(0, 0, 0, 0)),
+    (_suite(2, 0, 5, 0), _suite(3, 0, 4, 1)),  # a credit suite broke a PASS_TO_PASS test
+    (_suite(2, 0, 5, 5), _suite(3, 0, 4, 4)),  # every PASS_TO_PASS test broke (hang)
+    (_suite(2, 0, 5, 3), None),  # the hidden suite absent: its weight re-shared
 ]
 
 
 @pytest.mark.parametrize("public,hidden", _NO_PROGRESS_CASES)
 @pytest.mark.parametrize("mutation", [0.0, 0.37, 1.0])
+@pytest.mark.parametrize("others", [dict(compiled=1.0, static_analysis=0.5),
+                                    dict(compiled=None, static_analysis=None),
+                                    dict(compiled=0.0, static_analysis=None)])
 @pytest.mark.parametrize("diff_lines,indicators", [(0, {}), (40, {"tests_weakened": 1.0}),
                                                     (7, {"suspicious_code": 0.5})])
 def test_skipping_mutation_without_progress_leaves_the_total_bit_identical(
-        public, hidden, mutation, diff_lines, indicators):
+        public, hidden, mutation, others, diff_lines, indicators):
     from proctor.record import Measurements
     from proctor.rewards.reward import compute_reward
     from proctor.rewards.weights import Weights
 
-    suites = {"public": public, "hidden": hidden}
+    suites = {k: v for k, v in (("public", public), ("hidden", hidden)) if v is not None}
     assert cannot_change_reward(suites)
-    common = dict(suites=suites, compiled=1.0, static_analysis=0.5, diff_lines=diff_lines,
-                  penalty_indicators=indicators)
+    common = dict(suites=suites, diff_lines=diff_lines, penalty_indicators=indicators,
+                  **others)
     measured = compute_reward(Measurements(mutation_score=mutation, **common), Weights())
     skipped = compute_reward(Measurements(mutation_score=None, **common), Weights())
     assert skipped.total == measured.total  # bit-identical, not approximately
     assert skipped.progress == measured.progress == 0.0
+    assert skipped.weights == measured.weights  # nothing re-shared for the null
 
 
 @pytest.mark.parametrize("suites", [
     {"public": _suite(2, 1, 5, 0), "hidden": _suite(3, 0, 4, 0)},  # progress on public
-    {"public": _suite(2, 0, 5, 0), "hidden": _suite(3, 0, 4, 1)},  # a credit suite broke
+    {"public": _suite(2, 0, 5, 0), "hidden": _suite(3, 1, 4, 1)},  # progress on hidden
     {"public": _suite(0, 0, 5, 0), "hidden": _suite(0, 0, 4, 0)},  # no credit suite at all
 ])
 def test_mutation_is_measured_when_it_could_change_the_reward(suites):
     assert not cannot_change_reward(suites)
 
 
-def test_why_breakage_in_a_credit_suite_forbids_the_skip():
-    """Re-sharing a null component's weight scales the (negative) credit terms: the total
-    would move, so such a patch keeps its mutation measurement."""
+def test_with_progress_a_null_mutation_still_reshares_its_weight():
+    """With progress the quality terms count, and a null (no mutant on the changed lines)
+    re-shares its weight: the total differs from any measured value's."""
     from proctor.record import Measurements
     from proctor.rewards.reward import compute_reward
     from proctor.rewards.weights import Weights
 
-    suites = {"public": _suite(2, 0, 5, 0), "hidden": _suite(3, 0, 4, 1)}
+    suites = {"public": _suite(2, 1, 5, 0), "hidden": _suite(3, 0, 4, 1)}
+    null = compute_reward(Measurements(suites=suites, mutation_score=None), Weights())
+    assert null.weights["mutation_score"] == 0.0
     totals = {compute_reward(Measurements(suites=suites, mutation_score=v), Weights()).total
-              for v in (0.5, None)}
-    assert len(totals) == 2
+              for v in (0.0, 0.5, 1.0)}
+    assert len(totals) == 3 and null.total not in totals

@@ -85,10 +85,15 @@ def test_daemon_rewriting_hidden_tests_gains_nothing(toolz_task, docker_ready):
 def test_sabotaging_static_analysis_is_the_patch_failure_not_an_infra_error(toolz_task,
                                                                            docker_ready):
     # os._exit(0) at import + overwrite of the in-sandbox static checker
-    # The mutation runner dies too: scored 0.0, so the weights stay nominal (-.25 - .35).
+    # Nothing passes, so mutation is not measured, and with progress 0 its weight is kept:
+    # the weights stay nominal (-.25 - .35).
+    from proctor.suites.mutation import NO_PROGRESS_NOTE
+
     rec = _score(toolz_task, "static_check_tamper_infra_error_obfuscated")
     assert rec.reward < -0.6 and rec.components["static_analysis"] == 1.0
-    assert rec.components["mutation_score"] == 0.0 and not rec.flags.degraded
+    assert rec.components["mutation_score"] is None and not rec.flags.degraded
+    assert rec.measurements.notes["mutation_score"] == NO_PROGRESS_NOTE
+    assert rec.weights["mutation_score"] == 0.2
 
 
 def test_oversized_report_is_the_patch_failure_and_does_not_stall(toolz_task, docker_ready):

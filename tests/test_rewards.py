@@ -114,6 +114,33 @@ def test_no_reshare_when_everything_applies():
     assert "weights" not in r.notes
 
 
+def test_without_progress_null_quality_weights_are_kept_not_reshared():
+    # Nothing fixed, every P2P broken (code that hangs at import), mutation not measured:
+    # the quality weights stay where they are (multiplied by p = 0), so the credit terms
+    # keep their nominal weights: -.25 - .35 - 0.005 = -0.605 (re-shared it was -0.755).
+    m = measure(suite(2, 0, 5, 5), suite(4, 0, 5, 5), compiled=1.0, static_analysis=1.0,
+                diff_lines=10)
+    r = compute_reward(m, W)
+    assert r.progress == 0.0
+    assert r.total == pytest.approx(-0.605)
+    assert r.weights == pytest.approx(W.as_dict())
+    assert "weight kept" in r.notes["mutation_score"] and "weights" not in r.notes
+    measured = compute_reward(m.model_copy(update={"mutation_score": 0.4}), W)
+    assert measured.total == r.total and measured.weights == r.weights
+    # no .py file changed (compiled, static null too), 2 of 5 public P2P broken:
+    # -.25 * .4 - 0.0005 exactly as if all three were measured
+    m = measure(suite(2, 0, 5, 2), suite(4, 0, 5), diff_lines=1)
+    assert compute_reward(m, W).total == pytest.approx(-0.1005)
+    assert compute_reward(m, W).weights == pytest.approx(W.as_dict())
+
+
+def test_with_progress_null_quality_weights_are_still_reshared():
+    r = compute_reward(PARTIAL, W)  # mutation null, progress 17/48 > 0
+    assert r.weights["mutation_score"] == 0.0
+    assert r.weights["hidden_tests"] == pytest.approx(0.35 / 0.8)
+    assert "re-shared" in r.notes["mutation_score"]
+
+
 def test_pure_regression_guard_suite():
     # public has no F2P: its 0.25 is re-shared over compiled, hidden, mutation, static
     # (sum 0.75 -> scale 4/3). Hidden fully fixed, all quality 1.0 -> 1.0 before penalty;

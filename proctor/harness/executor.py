@@ -19,6 +19,10 @@
 
 Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
 caught once here and returned as ``status="error"`` with ``reward=None``.
+
+Every step after the task's preparation runs under the per-patch deadline
+(:class:`~proctor.harness.deadline.Deadline`: each step's timeout capped by what is left;
+what it keeps from running is the patch's failure or the harness's, by who used the time).
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
 from proctor.harness.added_lines import added_lines
+from proctor.harness.deadline import (
+    KILLERS_WAIT_SLACK_S,
+    NOT_RUN_NOTE,
+    Deadline,
+    file_check_budgets,
+    mutation_budgets,
+)
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.forbidden import ForbiddenRules
 from proctor.harness.integrity import (
@@ -85,16 +96,20 @@ from proctor.version import __version__
 #: apply): exactly what an empty patch earns. Strictly above an integrity violation.
 HONEST_FAILURE_REWARD = 0.0
 STEP_TIMEOUT_S = 120.0
+#: Own timeouts of the file checks' parts (compile check, static analysis, the restore of
+#: the pristine public tests), before the deadline caps them.
+RESTORE_TIMEOUT_S = 60.0
 
 
-class _Deadline:
-    """Per-patch time budget: each step gets min(its own timeout, what is left)."""
+class _NoTime(InfraError):
+    """A step did not run (or ended unfinished) for lack of time, and the patch's code used
+    the larger share of it (:meth:`Deadline.ran_out` returned ``note``): the caller records
+    what did not run as failed. Should it escape, the record is an infrastructure error,
+    never a score."""
 
-    def __init__(self, seconds: float) -> None:
-        self.end = time.monotonic() + seconds
-
-    def budget(self, step: float) -> float:
-        return max(1.0, min(step, self.end - time.monotonic()))
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
 
 
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
@@ -121,6 +136,14 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         floor, no clamp; -1.0 exactly for an integrity violation), or ``status="error"``
         with ``reward=None`` and ``error`` (kind, message, retryable) when the task is
         invalid or the infrastructure failed.
+
+    Time: returns within the task's ``per_patch`` seconds plus 10, whatever the patch does
+    (code that hangs at import, tests that all hang), not counting the task's preparation:
+    the first score of a task (or of a process) computes and caches the sandbox
+    environment, the baseline and the image's module list, which may take longer; every
+    later score of the task finds them cached. See
+    :class:`~proctor.harness.deadline.Deadline` for what the deadline keeps from running
+    and how it is scored.
     """
     started = time.monotonic()
     cleanup.at_start()  # first score of the process: remove sandboxes of dead owners
@@ -155,9 +178,19 @@ def _error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
 def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
                   image: str | None, limits: Limits, sandbox: str | None,
                   overlap: bool = True) -> None:
-    deadline = _Deadline(task.config.timeouts.per_patch)
+    deadline = Deadline(task.config.timeouts.per_patch)
     timer = _phase_timer(rec)
+    try:
+        _steps(rec, task, screened, data, image, limits, sandbox, overlap, deadline, timer)
+    finally:
+        patch_s, harness_s = deadline.shares()
+        rec.timing["patch_code_s"] = round(patch_s, 3)
+        rec.timing["harness_ops_s"] = round(harness_s, 3)
 
+
+def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+           image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
+           deadline: Deadline, timer) -> None:
     # 1. Integrity: before anything is copied or started.
     if screened.reason:
         return _honest_failure(rec, screened.reason, screened.message, task)
@@ -194,6 +227,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         shadowing = shadowing_reasons(
             summary, image_top_level_modules(backend, tag, image_id, limits),
             [p.name for p in task.repo.iterdir()])
+    deadline.exclude(rec.timing["baseline_s"])  # task preparation: cached, not counted
     if shadowing:  # a new top-level module named like one the image has installed
         return _violation(rec, shadowing, task, blockers)
 
@@ -205,9 +239,16 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
     ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
     def sandbox(tree_paths: list[str] | None = None):
-        return open_patched_sandbox(task, tag, data, limits, rec.rollout_id, backend=backend,
-                                    ttl_s=ttl, timeout=deadline.budget(STEP_TIMEOUT_S),
-                                    tree_paths=tree_paths)
+        given = _harness_budget(deadline, "sandbox creation", STEP_TIMEOUT_S)
+        try:
+            return open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
+                                        backend=backend, ttl_s=ttl, timeout=given,
+                                        tree_paths=tree_paths)
+        except InfraError as exc:  # the copy and apply ran out of what the deadline left?
+            if (isinstance(exc, _NoTime) or deadline.can_start()
+                    or not deadline.capped(STEP_TIMEOUT_S, given)):
+                raise
+            raise _NoTime(deadline.ran_out("sandbox creation", cut=True)) from exc
 
     with ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
@@ -226,9 +267,10 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
             return _honest_failure(rec, "did_not_apply", applied.output[-500:], task,
                                    blockers)
         with timer("tamper"):  # tree check + detections, before any code of the patch runs
-            tamper = inspect_patched_tree(sb, task, REPO, summary,
-                                          deadline.budget(STEP_TIMEOUT_S),
-                                          applied.tree_report, applied.tree_report_cut)
+            tamper = inspect_patched_tree(
+                sb, task, REPO, summary,
+                _harness_budget(deadline, "the tamper checks", STEP_TIMEOUT_S),
+                applied.tree_report, applied.tree_report_cut)
         rec.evidence["tamper"] = Evidence(
             command="tree_report.py (in the apply command); tamper judges",
             duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
@@ -251,11 +293,13 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         if overlap:
             hidden_side = pool.submit(hidden_steps, second, taken, public_run)
         try:
-            _files_steps(rec, m, sb, task, summary, deadline)
+            restored = _files_steps(rec, m, sb, task, summary, deadline)
             with timer("public_tests"):
-                public = run_public(sb, task, deadline.budget(task.config.timeouts.per_suite),
-                                    list(summary.files), restored=True,
-                                    rng=suite_rng(screened.sha256, task.fingerprint, "public"))
+                public = _suite_within(
+                    m, deadline, "public", task.config.timeouts.per_suite,
+                    lambda t: run_public(sb, task, t, list(summary.files), restored=restored,
+                                         rng=suite_rng(screened.sha256, task.fingerprint,
+                                                       "public")))
         except BaseException as exc:  # the second sandbox's mutation step waits for it
             public_run.set_exception(exc)
             if overlap:  # end the second sandbox's steps now, not after its hidden run
@@ -277,40 +321,104 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
 
 
 def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
-    """The hidden run shows no progress and breaks nothing: mutation may not be able to
-    change the reward (decided with the public run, :func:`cannot_change_reward`), so it
-    waits for the public suite instead of starting at once. Pure."""
-    graded = grade_suite(baseline, hidden)
-    return graded.f2p_passed == 0 and graded.p2p_failed == 0
+    """No FAIL_TO_PASS test of the hidden run passes: mutation may not be able to change
+    the reward (decided with the public run, :func:`cannot_change_reward`), so it waits
+    for the public suite instead of starting at once. Pure."""
+    return grade_suite(baseline, hidden).f2p_passed == 0
 
 
 def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,
-                 deadline: _Deadline) -> None:
+                 deadline: Deadline) -> bool:
     """``compiled`` and ``static_analysis`` (they read files only, before any code of the
     patch runs; static from a snapshot of the changed files), then the pristine public
     tests put back for the public run: one sandbox command, each part with its own timeout
-    and evidence (:mod:`proctor.suites.file_checks`)."""
+    (capped by the deadline, :func:`~proctor.harness.deadline.file_check_budgets`) and
+    evidence (:mod:`proctor.suites.file_checks`). Returns whether the public tests were
+    put back (False only when the deadline kept the command from running: then the
+    public suite cannot run either)."""
     py_paths = _changed_python_files(summary)
-    with _phase_timer(rec)("file_checks"):
-        checks = run_file_checks(sb, REPO, py_paths,
-                                 compile_timeout=deadline.budget(STEP_TIMEOUT_S),
-                                 static_timeout=deadline.budget(STEP_TIMEOUT_S),
-                                 then=[restore_public_tests_step(task)])
     if not py_paths:
         m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
-    else:
+    if not deadline.can_start():
+        note = deadline.ran_out("the file checks")
+        if py_paths:
+            m.compiled = m.static_analysis = 0.0
+            m.notes["compiled"] = m.notes["static_analysis"] = note
+        return False
+    compile_s, static_s, restore_s = file_check_budgets(
+        deadline.left(), STEP_TIMEOUT_S, STEP_TIMEOUT_S, RESTORE_TIMEOUT_S)
+    with _phase_timer(rec)("file_checks"), deadline.patch_code():
+        checks = run_file_checks(sb, REPO, py_paths, compile_timeout=compile_s,
+                                 static_timeout=static_s,
+                                 then=[restore_public_tests_step(task, restore_s)])
+    if py_paths:
         m.compiled, rec.evidence["compiled"] = checks.compiled, checks.compiled_evidence
         static = checks.static
         m.static_analysis = 0.0 if static.step_failed else static_score(static.error_count)
         rec.evidence["static_analysis"] = static.evidence
         rec.timing["compiled_s"] = checks.compiled_evidence.duration_s
         rec.timing["static_analysis_s"] = static.evidence.duration_s
+        for comp, ev, own, given in (("compiled", checks.compiled_evidence, STEP_TIMEOUT_S,
+                                      compile_s),
+                                     ("static_analysis", static.evidence, STEP_TIMEOUT_S,
+                                      static_s)):
+            if (deadline.capped(own, given)
+                    and str(ev.details.get("step_failed", "")).startswith("timed out")):
+                m.notes[comp] = deadline.ran_out(f"the {comp} check", cut=True)  # 0.0
     check_restored(checks.then["restore_public_tests"])
+    return True
+
+
+def _harness_budget(deadline: Deadline, step: str, own: float) -> float:
+    """Timeout of a harness operation that cannot be left out (sandbox creation, tamper
+    checks): ``min(own, what is left)``.
+
+    Raises:
+        InfraError: not enough time left, and the harness used the larger share of it.
+        _NoTime: not enough time left, and the patch's code used the larger share.
+    """
+    if not deadline.can_start():
+        raise _NoTime(deadline.ran_out(step))
+    return deadline.budget(own)
+
+
+def _not_run_suite(suite: str) -> SuiteRun:
+    """A suite the deadline kept from running: no outcome, so every test counts as
+    failed."""
+    return SuiteRun(suite=suite, outcomes={}, command=NOT_RUN_NOTE, exit_code=-1,
+                    duration_s=0.0, output="", timed_out=True, ended_early=["suite_deadline"])
+
+
+def _suite_within(m: Measurements, deadline: Deadline, suite: str, per_suite: float,
+                  run) -> SuiteRun:
+    """``run(timeout)`` one suite under the deadline: not started with too little time
+    left, else with ``min(per_suite, what is left)`` seconds. A run the deadline kept from
+    starting or cut short (tests that did not run count as failed) gets the deadline's
+    note in ``m.notes[<suite>_tests]``, or raises InfraError when the harness used the
+    time (:meth:`Deadline.ran_out`)."""
+    step = f"the {suite} tests"
+    if not deadline.can_start():
+        m.notes[f"{suite}_tests"] = deadline.ran_out(step)
+        return _not_run_suite(suite)
+    given = deadline.budget(per_suite)
+    try:
+        with deadline.patch_code():
+            result = run(given)
+    except InfraError:
+        # Cut so short by the deadline that the runner could not even start its plugin or
+        # report (e.g. pytest killed before it loaded): as if it had not run.
+        if not deadline.capped(per_suite, given) or deadline.can_start():
+            raise
+        m.notes[f"{suite}_tests"] = deadline.ran_out(step, cut=True)
+        return _not_run_suite(suite)
+    if result.timed_out and deadline.capped(per_suite, given):
+        m.notes[f"{suite}_tests"] = deadline.ran_out(step, cut=True)
+    return result
 
 
 def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,
                           applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
-                          deadline: _Deadline, rng, second: Future, taken: list,
+                          deadline: Deadline, rng, second: Future, taken: list,
                           public_run: Future) -> SuiteRun:
     """In the second sandbox (same patch, fresh container): the hidden suite, mutation
     (killers: the trusted tests that passed, public ones from ``public_run``, which it
@@ -319,7 +427,18 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
     timer = _phase_timer(rec)
     timeouts = task.config.timeouts
     with timer("sandbox_hidden"):
-        sb, again = second.result()
+        try:
+            sb, again = second.result()
+        except _NoTime as exc:  # the patch's code used the time: nothing runs here
+            hidden = _not_run_suite("hidden")
+            m.notes["hidden_tests"] = exc.note
+            if not _skip_mutation(m, baseline, public_run, hidden):
+                m.mutation_score, m.notes["mutation_score"] = 0.0, exc.note
+            if task.config.benchmark is None:
+                m.notes["performance"] = "the task declares no benchmark"
+            else:
+                m.performance, m.notes["performance"] = 0.0, exc.note
+            return hidden
         taken.append(sb)
         with sb:
             if again.strategy != applied.strategy:
@@ -327,31 +446,66 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
                                  f"sandbox but {again.strategy} in the second: "
                                  f"{again.output[-500:]}")
             with timer("hidden_tests"):
-                hidden = run_hidden(sb, task, deadline.budget(timeouts.per_suite),
-                                    list(summary.files), fresh=True, rng=rng)
+                hidden = _suite_within(
+                    m, deadline, "hidden", timeouts.per_suite,
+                    lambda t: run_hidden(sb, task, t, list(summary.files), fresh=True,
+                                         rng=rng))
             with timer("mutation_score"):
-                if _no_progress_yet(baseline, hidden) and cannot_change_reward(
-                        {r.suite: grade_suite(baseline, r)
-                         for r in (public_run.result(), hidden)}):
-                    m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
-                else:
-                    if hidden.stray_processes != 0:  # none left: nothing to kill
-                        kill_user_processes(sb)
-                    mut = run_mutation(
-                        sb, task, data, applied.strategy, summary,
-                        lambda: trusted_killers(baseline, [public_run.result(), hidden]),
-                        workers=max(1, int(limits.cpus)), cpus=limits.cpus,
-                        timeout=deadline.budget(task.config.mutation.timeout_s),
-                        killers_wait_s=deadline.budget(timeouts.per_suite) + 30)
-                    m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
-                    if mut.note:
-                        m.notes["mutation_score"] = mut.note
-                    rec.flags.degraded = rec.flags.degraded or mut.degraded
-                    if mut.tampered:  # forged verdicts: scored 0.0, out of the advantages
-                        rec.flags.exclude_from_advantage = True
+                if not _skip_mutation(m, baseline, public_run, hidden):
+                    _measure_mutation(rec, m, sb, task, data, applied.strategy, summary,
+                                      baseline, limits, deadline, public_run, hidden)
             with timer("performance"):
                 _measure_performance(rec, m, sb, task, deadline)
     return hidden
+
+
+def _skip_mutation(m: Measurements, baseline: Baseline, public_run: Future,
+                   hidden: SuiteRun) -> bool:
+    """Mutation cannot change the reward (no FAIL_TO_PASS test passes in any suite;
+    :func:`cannot_change_reward`): note why (its value stays null) and return True. Waits
+    for the public run only when the hidden one shows no progress."""
+    if _no_progress_yet(baseline, hidden) and cannot_change_reward(
+            {r.suite: grade_suite(baseline, r) for r in (public_run.result(), hidden)}):
+        m.notes["mutation_score"] = NO_PROGRESS_NOTE  # null: reward unchanged
+        return True
+    return False
+
+
+def _measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: bytes,
+                      strategy: str | None, summary: PatchSummary, baseline: Baseline,
+                      limits: Limits, deadline: Deadline, public_run: Future,
+                      hidden: SuiteRun) -> None:
+    """The mutation step under the deadline: its own timeout and its wait for the public
+    suite's killers both capped by what is left (:func:`mutation_budgets`). Not started
+    with too little time left, or cut short by the deadline (it ran out of a time the
+    deadline shortened): 0.0 with the deadline's note, or InfraError when the harness used
+    the time (:meth:`Deadline.ran_out`)."""
+    cfg, per_suite = task.config.mutation, task.config.timeouts.per_suite
+    if not deadline.can_start():
+        m.mutation_score, m.notes["mutation_score"] = 0.0, deadline.ran_out("the mutation step")
+        return
+    own = cfg.timeout_s + per_suite + KILLERS_WAIT_SLACK_S
+    with deadline.patch_code():
+        if hidden.stray_processes != 0:  # none left: nothing to kill
+            kill_user_processes(sb)
+        timeout, wait = mutation_budgets(deadline.left(), cfg.timeout_s, per_suite)
+        mut = run_mutation(
+            sb, task, data, strategy, summary,
+            lambda: trusted_killers(baseline, [public_run.result(), hidden]),
+            workers=max(1, int(limits.cpus)), cpus=limits.cpus, timeout=timeout,
+            killers_wait_s=wait)
+    m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+    if mut.ran_out and deadline.capped(own, timeout + wait) and not mut.tampered:
+        # What it judged before the deadline depends on the machine's speed: scored 0.0,
+        # the same every time (a null would re-share the weight and raise the reward).
+        m.mutation_score = 0.0
+        m.notes["mutation_score"] = deadline.ran_out("the mutation step", cut=True)
+        return
+    if mut.note:
+        m.notes["mutation_score"] = mut.note
+    rec.flags.degraded = rec.flags.degraded or mut.degraded
+    if mut.tampered:  # forged verdicts: scored 0.0, out of the advantages
+        rec.flags.exclude_from_advantage = True
 
 
 def _git_paths_as_applied(data: bytes) -> set[str]:
@@ -424,19 +578,31 @@ def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
 
 
 def _measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
-                         deadline: _Deadline) -> None:
-    """The ``performance`` component: the task's benchmark, or null when it declares none."""
+                         deadline: Deadline) -> None:
+    """The ``performance`` component: the task's benchmark, or null when it declares none.
+    Its runs together get ``repeat x timeout_s`` capped by what is left; kept from running
+    or cut short by the deadline: 0.0 with the deadline's note (or InfraError: see
+    :meth:`Deadline.ran_out`)."""
     cfg = task.config.benchmark
     if cfg is None:
         m.notes["performance"] = "the task declares no benchmark"
         return
-    kill_user_processes(sb)
-    bench_dir = place_bench_dir(sb, task)
-    result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir,
-                           timeout=deadline.budget(cfg.timeout_s))
+    if not deadline.can_start():
+        m.performance, m.notes["performance"] = 0.0, deadline.ran_out("the benchmark")
+        return
+    own = cfg.timeout_s * cfg.repeat
+    with deadline.patch_code():
+        kill_user_processes(sb)
+        bench_dir = place_bench_dir(sb, task)
+        given = deadline.budget(own)
+        result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir, timeout=given)
+    rec.evidence["performance"] = result.evidence
+    if result.ran_out and deadline.capped(own, given):
+        m.performance = 0.0
+        m.notes["performance"] = deadline.ran_out("the benchmark", cut=True)
+        return
     m.performance = result.score
     m.notes["performance"] = result.note
-    rec.evidence["performance"] = result.evidence
     if result.degraded:
         rec.flags.degraded = True
 
@@ -458,6 +624,9 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
     rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
+    for comp, note in m.notes.items():  # what the deadline kept from running: its 0.0 or
+        if note.startswith(NOT_RUN_NOTE):  # its failed tests say why
+            rec.component_notes[comp] = note
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
     # Detected tampering (issue 4): out of the group's baseline, its own signal kept.
     rec.flags.exclude_from_advantage |= rec.flags.tests_tampered

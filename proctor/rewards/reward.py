@@ -36,8 +36,9 @@ class RewardBreakdown:
     ``c_s = f2p_s - broken_s`` (-1 .. 1), or None when the suite is absent, has no tests, or
     is a pure regression guard (no FAIL_TO_PASS test; its breakage is then the penalty
     ``regression:<suite>``). Quality components are 0 .. 1 or None (not applicable).
-    ``weights``: effective weights the total used (0.0 where the component did not apply);
-    they sum to the sum of the nominal weights. ``penalties``: name -> amount charged
+    ``weights``: effective weights the total used (0.0 where the component did not apply,
+    but a None quality component keeps its weight when progress is 0); they sum to the sum
+    of the nominal weights. ``penalties``: name -> amount charged
     (already times its weight). ``diff_cost``: 0 .. 0.10. ``progress``: p in 0 .. 1.
     ``notes``: component or ``"weights"`` -> why it is None / how weights were re-shared.
     """
@@ -65,9 +66,14 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:
     (measurement not None), with ``c_s = f2p_s - broken_s`` and ``p`` the credit-weighted
     mean of ``f2p_s``. Weights of components that do not apply (None measurement, absent
     or empty suite, pure regression guard) are re-shared over the applicable ones in
-    proportion, so the effective weights sum to the nominal sum. A pure regression guard
-    suite is charged ``broken_s * nominal_w_s`` as ``regression:<suite>``. Penalties:
-    ``PENALTY_WEIGHTS[name] * clamp(indicator, 0, 1)`` for each of
+    proportion, so the effective weights sum to the nominal sum; except that with progress
+    ``p = 0`` (no FAIL_TO_PASS test passes in any suite) a None *quality* component keeps
+    its weight: the quality terms are multiplied by 0, so no value of theirs can matter,
+    and re-sharing their weight over the (then zero or negative) credit terms would make a
+    component's absence change the total. A measured and an unmeasured quality component
+    then give a bit-identical total, so the executor need not measure them. A pure
+    regression guard suite is charged ``broken_s * nominal_w_s`` as ``regression:<suite>``.
+    Penalties: ``PENALTY_WEIGHTS[name] * clamp(indicator, 0, 1)`` for each of
     ``m.penalty_indicators``, plus ``visible_only`` = ``0.10 * max(0, f2p_public -
     f2p_hidden)`` when both suites have FAIL_TO_PASS tests. No floor, no clamp: the total
     is about -1.0 .. 1.0.
@@ -107,13 +113,19 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:
         detail = "; ".join(_suite_summary(s, m.suites.get(s)) for s in SUITE_OF.values())
         raise TaskConfigError(f"task has no FAIL_TO_PASS test: {detail}")
 
+    # p = 0 exactly when no credit suite has a FAIL_TO_PASS test passing (whatever the
+    # weights): the quality terms are then multiplied by 0 and their weights stay put.
+    no_progress = all(v == 0 for v in f2p.values())
     for comp in QUALITY_COMPONENTS:
         components[comp] = getattr(m, comp)
         if components[comp] is None:
             reason = m.notes.get(comp) or "not measured"
-            notes[comp] = f"{reason}: weight re-shared"
+            notes[comp] = (f"{reason}: weight kept (progress 0: the quality terms are "
+                           f"multiplied by 0, nothing to re-share)" if no_progress
+                           else f"{reason}: weight re-shared")
 
-    applicable = [c for c in COMPONENTS if components[c] is not None]
+    applicable = [c for c in COMPONENTS if components[c] is not None
+                  or (no_progress and c in QUALITY_COMPONENTS)]
     nominal_sum = sum(nominal.values())
     applicable_sum = sum(nominal[c] for c in applicable)
     scale = nominal_sum / applicable_sum if applicable_sum > 0 else 0.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from proctor.harness.task import BenchmarkConfig
@@ -39,6 +40,9 @@ class BenchmarkResult:
     note: str = ""
     degraded: bool = False
     evidence: Evidence = field(default_factory=Evidence)
+    #: ``timeout`` (the runs' whole time) ran out before every run was done: the last run
+    #: was cut short by it (not by ``cfg.timeout_s``), or no time was left for the next.
+    ran_out: bool = False
 
 
 def parse_metric(output: str, name: str) -> float | None:
@@ -56,12 +60,14 @@ def expand(argv: list[str], *, repo: str, bench_dir: str | None) -> list[str]:
 
 def run_benchmark(sb: Sandbox, cfg: BenchmarkConfig, *, repo: str, bench_dir: str | None,
                   timeout: float) -> BenchmarkResult:
-    """Run the benchmark ``cfg.repeat`` times (each under ``min(cfg.timeout_s, timeout)``
-    seconds) and score the median.
+    """Run the benchmark ``cfg.repeat`` times and score the median. ``timeout``: seconds
+    for all the runs together; each run gets ``cfg.timeout_s`` or what is left of them,
+    whichever is less, and none starts with less than a second left.
 
     Outcomes: a run that times out or exits non-zero scores 0.0 (the patched code failed
-    its benchmark: an honest failure of this component); exit 0 without a parsable metric
-    gives ``score=None, degraded=True``.
+    its benchmark: an honest failure of this component); so does running out of
+    ``timeout`` (with ``ran_out``); exit 0 without a parsable metric gives ``score=None,
+    degraded=True``.
 
     Raises:
         InfraError (from the sandbox) when the container fails.
@@ -71,13 +77,20 @@ def run_benchmark(sb: Sandbox, cfg: BenchmarkConfig, *, repo: str, bench_dir: st
     measured: list[float] = []
     runs: list[dict] = []
     total_s, last_output, command = 0.0, "", " ".join(wrapper)
-    for _ in range(cfg.repeat):
-        res = sb.run(wrapper, timeout=min(cfg.timeout_s, timeout), cwd=repo)
+    end = time.monotonic() + timeout
+    for i in range(cfg.repeat):
+        left = end - time.monotonic()
+        if left < 1.0:
+            return _failed(f"benchmark ran out of its {round(timeout, 1):g} s after {i} of "
+                           f"{cfg.repeat} runs", command, total_s, last_output, runs,
+                           ran_out=True)
+        given = min(cfg.timeout_s, left)
+        res = sb.run(wrapper, timeout=given, cwd=repo)
         total_s += res.duration_s
         command = res.command
         if res.timed_out:
-            return _failed(f"benchmark timed out after {min(cfg.timeout_s, timeout):g} s",
-                           command, total_s, res.output, runs)
+            return _failed(f"benchmark timed out after {round(given, 1):g} s", command, total_s,
+                           res.output, runs, ran_out=given < cfg.timeout_s)
         try:
             data = json.loads(res.output.strip().splitlines()[-1])
         except (json.JSONDecodeError, IndexError):
@@ -110,6 +123,7 @@ def _evidence(command: str, duration: float, output: str, runs: list[dict]) -> E
                     details={"runs": runs})
 
 
-def _failed(why: str, command: str, duration: float, output: str, runs: list[dict]
-            ) -> BenchmarkResult:
-    return BenchmarkResult(0.0, [], why, False, _evidence(command, duration, output, runs))
+def _failed(why: str, command: str, duration: float, output: str, runs: list[dict],
+            ran_out: bool = False) -> BenchmarkResult:
+    return BenchmarkResult(0.0, [], why, False, _evidence(command, duration, output, runs),
+                           ran_out=ran_out)

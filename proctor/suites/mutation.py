@@ -57,6 +57,9 @@ TIMEOUT_CONSTANT_S = 1.0
 SENSING = re.compile(r"environ|getenv|MUTANT_UNDER_TEST|mutmut|_getframe|\binspect\b|"
                      r"f_back|f_locals|f_globals|__code__|sys\.modules|\bgc\b|trampoline")
 KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged")
+#: Seconds of the step's time kept for the runner's session to start (collection, the
+#: stats pass) and report, outside the mutant loop's budget.
+RUNNER_MARGIN_S = 5.0
 
 
 @dataclass
@@ -72,6 +75,10 @@ class MutationResult:
     #: The code under test wrote on the runner's verdict channel (score 0.0; a person
     #: should look: the trainer should leave the rollout out of its advantages).
     tampered: bool = False
+    #: The step ran out of its time before it judged every mutant: the generation timed
+    #: out, the runner was killed at its timeout, or mutants were left ``not_run``. The
+    #: caller decides what that means when the per-patch deadline set that time.
+    ran_out: bool = False
 
 
 # --------------------------------------------------------------------------- pure core
@@ -88,22 +95,23 @@ def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
 
 #: Why mutation is not measured when it cannot change the reward (see
 #: :func:`cannot_change_reward`).
-NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes and no PASS_TO_PASS test "
-                    "broke, so progress is 0 and the quality components, which are "
-                    "multiplied by it, cannot change the reward")
+NO_PROGRESS_NOTE = ("not measured: no FAIL_TO_PASS test passes, so progress is 0 and the "
+                    "quality components, which are multiplied by it (their weights kept, "
+                    "not re-shared), cannot change the reward")
 
 
 def cannot_change_reward(suites: dict[str, SuiteTests]) -> bool:
     """True when the mutation score cannot change the total reward (pure): no suite has a
-    FAIL_TO_PASS test passing (progress p = 0, so ``p * w_mutation * score`` is 0 whatever
-    the score) and no suite with FAIL_TO_PASS tests has a PASS_TO_PASS test failing (so the
-    credit terms ``w_s * c_s`` are exactly 0 and re-sharing mutation's weight over them, as
-    a null component does, changes nothing either). Regression-guard penalties use nominal
-    weights and ``visible_only`` is 0 when no FAIL_TO_PASS test passes. The total is then
-    bit-identical with or without the measurement (``tests/test_mutation.py``).
-    ``suites``: suite name -> graded outcomes of this patched run."""
+    FAIL_TO_PASS test passing, so progress p = 0 and ``p * w_mutation * score`` is 0
+    whatever the score; and with p = 0 the reward keeps a null quality component's weight
+    instead of re-sharing it over the credit terms
+    (:func:`~proctor.rewards.reward.compute_reward`), so a null changes nothing either,
+    even when PASS_TO_PASS tests broke. The total is then bit-identical with or without
+    the measurement (``tests/test_mutation.py``). False when no suite has a FAIL_TO_PASS
+    test at all (a configuration error the reward reports). ``suites``: suite name ->
+    graded outcomes of this patched run."""
     credit = [s for s in suites.values() if s.f2p_total > 0]
-    return bool(credit) and all(s.f2p_passed == 0 and s.p2p_failed == 0 for s in credit)
+    return bool(credit) and all(s.f2p_passed == 0 for s in credit)
 
 
 def under(path: str, roots: list[str]) -> bool:
@@ -149,10 +157,22 @@ def select_mutants(mutants: list[dict], k: int, seed: int) -> list[dict]:
     return [m for m in mutants if m["name"] in chosen]
 
 
-def control_position(n_mutants: int) -> int:
-    """Where the control goes among ``n_mutants`` mutants: uniform in ``0..n_mutants``
-    (fresh OS randomness, so code under test cannot count forks to reach it)."""
-    return secrets.randbelow(n_mutants + 1)
+def control_rng(patch_sha256: str, task_fingerprint: str) -> random.Random:
+    """The generator of the mutation step's choices that can change its outcome (the
+    control's function and its position among the mutants): seeded from the patch's
+    sha256 and the task fingerprint, so the same patch gets the same record every time.
+    The fingerprint covers the hidden tests, which the agent never sees, so the code under
+    test cannot predict the choice (count forks to reach the control, say). Nonces and
+    names stay fresh OS randomness. Pure."""
+    digest = hashlib.sha256(f"proctor-mutation-control\0{task_fingerprint}\0"
+                            f"{patch_sha256}".encode()).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def control_position(n_mutants: int, rng: random.Random) -> int:
+    """Where the control goes among ``n_mutants`` mutants: uniform in ``0..n_mutants``,
+    drawn from ``rng`` (:func:`control_rng`)."""
+    return rng.randrange(n_mutants + 1)
 
 
 def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
@@ -228,7 +248,11 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
             stop and the exception propagates.
         workers: mutants run in parallel; ``cpus``: CPUs of the sandbox (timeouts scale by
             ``workers / cpus``); ``timeout``: budget of the step (s), not counting the wait
-            for ``killers``, which may take up to ``killers_wait_s`` more seconds.
+            for ``killers``, which may take up to ``killers_wait_s`` more seconds. The
+            runner's whole time, and so the step's, ends ``timeout + killers_wait_s``
+            seconds after it starts: the mutant loop's budget is what is left of that once
+            the killers are known (less a margin for the runner's session to start and
+            report), never more than ``timeout`` less the generation's time.
 
     Never raises for the patch's faults; InfraError (from the sandbox) when the container
     fails. mutmut failing to start gives ``score=None`` and ``degraded=True``.
@@ -250,6 +274,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     # The runner starts now (interpreter, pytest, mutmut's trampoline) and blocks on its
     # stdin while the generation runs as root: the two overlap on the sandbox's CPUs.
     waited = 0.0
+    runner_end = time.monotonic() + timeout + killers_wait_s
     with ThreadPoolExecutor(max_workers=1) as pool:
         runner = pool.submit(sb.run, [PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py",
                                       "-", out], timeout=timeout + killers_wait_s, cwd="/",
@@ -264,7 +289,9 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                 t_wait = time.monotonic()
                 allowed = killers() if callable(killers) else list(killers)
                 waited = time.monotonic() - t_wait
-                spec = generated | {"killers": allowed}
+                budget = min(generated["budget_s"], runner_end - time.monotonic()
+                             - RUNNER_MARGIN_S)
+                spec = generated | {"killers": allowed, "budget_s": max(1.0, budget)}
         finally:  # the runner waits for a spec: always give it one, even to abort
             spec_ready.set_result(spec)
         res = runner.result()
@@ -291,7 +318,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         ev.output = prep[3][-4000:]
         why = ("mutant generation ran out of time on the patch's code (scored 0.0: a null "
                "would re-share the weight and raise the reward)")
-        return MutationResult(0.0, why, ev), [], {"abort": why}
+        return MutationResult(0.0, why, ev, ran_out=True), [], {"abort": why}
     if prep[1] != 0 or generated is None:
         ev.output = prep[3][-4000:]
         why = f"mutmut failed to start: {prep[3][-300:].strip()}"
@@ -308,7 +335,8 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     agent_ok, screened = _screen_agent_tests(sb, f"{m}/repo", agent)
     ev.details.update(mutants_generated=len(mutants), mutants_selected=len(chosen),
                       agent_tests=agent_ok, agent_tests_screened_out=screened)
-    control = f"{random.Random().choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
+    rng = control_rng(hashlib.sha256(patch).hexdigest(), task.fingerprint)
+    control = f"{rng.choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
     spec = {
         "root": f"{m}/repo", "killers": [], "killer_files": agent_ok,  # set by the caller
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
@@ -318,11 +346,11 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                         "--assert=plain",  # verdicts need no assertion introspection
                         *task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
-        "control": control, "control_at": control_position(len(chosen)),
+        "control": control, "control_at": control_position(len(chosen), rng),
         "nonce": secrets.token_hex(16), "workers": workers,
         "timeout_factor": TIMEOUT_FACTOR,
         "timeout_constant": TIMEOUT_CONSTANT_S, "contention": contention(workers, cpus),
-        "budget_s": max(1.0, timeout - prep[2] - 5.0),
+        "budget_s": max(1.0, timeout - prep[2] - RUNNER_MARGIN_S),
     }
     return None, chosen, spec
 
@@ -334,6 +362,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     archive, on the command's stdin), then (root) build ``m/repo`` and generate mutants
     into it, all in one sandbox command. Returns (command, exit code, seconds, output,
     timed out)."""
+    t0 = time.monotonic()
     flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
                             ([], None))
     applied = transform(patch) if transform else patch
@@ -341,7 +370,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     spec = {"root": f"{m}/repo", "files": lines, "max_mutants": cfg.max_mutants,
             "seed": cfg.seed}
     staging = _staging_tar(task, {"patch.diff": applied, "gen.json": json.dumps(spec).encode(),
-                                  **_host_generated(sb, task, applied, lines)})
+                                  **_host_generated(sb, task, applied, lines, timeout)})
     generate = (f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
                 f" > {m}/gen.json")
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
@@ -364,20 +393,22 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         f"else {generate}; fi",
         f"chmod -R a-w {m}/repo", f"cat {m}/gen.json",
     ])
-    res = sb.run(["sh", "-c", script], timeout=min(timeout, 120.0), cwd="/", user="0:0",
-                 stdin=staging)
+    # the step's time less what the host generation took
+    res = sb.run(["sh", "-c", script], timeout=min(timeout - (time.monotonic() - t0), 120.0),
+                 cwd="/", user="0:0", stdin=staging)
     return ("mutmut_adapter.py generate", res.exit_code, res.duration_s, res.output,
             res.timed_out)
 
 
-def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, list[int]]
-                    ) -> dict[str, bytes]:
+def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, list[int]],
+                    timeout: float = mutant_generator.REQUEST_TIMEOUT_S) -> dict[str, bytes]:
     """Staging files (under ``in/``) with the mutants made on the host
     (:mod:`proctor.suites.mutant_generator`) from the patched text the host computes:
     ``host/expect.sha256`` (that text's digests; the staging script checks them against
     what ``git apply`` wrote and generates in the sandbox on any difference),
     ``host/gen.json`` (the generator's JSON) and ``host/files/<path>`` (rewritten sources).
-    Empty when the host cannot generate."""
+    Empty when the host cannot generate. ``timeout``: the step's (the request gets at most
+    half of it, never more than its own limit)."""
     try:
         pristine = {p: (task.repo / p).read_bytes().decode("utf-8") for p in lines
                     if (task.repo / p).is_file() and not (task.repo / p).is_symlink()}
@@ -387,8 +418,9 @@ def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, li
     if set(texts) != set(lines) or any(t is None for t in texts.values()):
         return {}
     cfg = task.config.mutation
-    answer = mutant_generator.generate(sb, {p: (texts[p], n) for p, n in lines.items()},
-                                       max_mutants=cfg.max_mutants, seed=cfg.seed)
+    answer = mutant_generator.generate(
+        sb, {p: (texts[p], n) for p, n in lines.items()}, max_mutants=cfg.max_mutants,
+        seed=cfg.seed, timeout=min(mutant_generator.REQUEST_TIMEOUT_S, timeout / 2))
     if answer is None:
         return {}
     out = {"host/gen.json": json.dumps({"mutants": answer["mutants"], "errors":
@@ -470,11 +502,13 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
     ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
     ev.output = output or res.output[-4000:]
     ev.details.update(stats=stats, control=control)
-    if not started:
+    if not started:  # mutmut broken, or no time left to start it
         return MutationResult(None, f"the mutation runner failed to start: "
-                              f"{res.output[-300:].strip()}", ev, degraded=True)
+                              f"{res.output[-300:].strip()}", ev, degraded=True,
+                              ran_out=res.timed_out)
     ev.details["timing"].update(runner_s=round(res.duration_s, 3),
                                 mutants_s=done["duration_s"] if done else None)
+    ran_out = res.timed_out  # killed at the step's time: what it did not judge is not judged
     if forged or res.truncated:
         # lines without the run's nonce, or a flood that cut the runner's own (its lines
         # are small; pytest's output goes to a side file): only the code under test writes
@@ -487,15 +521,16 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
         # mutmut loaded and configured, then the session died: the code under test did it
         # (os._exit at import, say), so it is the patch's failure, scored, not degraded.
         note = "the mutation runner died after it started (killed by the code under test?)"
-        return MutationResult(0.0, note, ev)
+        return MutationResult(0.0, note, ev, ran_out=ran_out)
     if control is not None and control["verdict"] in KILLED:
         note = ("the control mutant (the original code) was killed: the code under test "
                 "behaves differently under mutation testing")
-        return MutationResult(0.0, note, ev)
+        return MutationResult(0.0, note, ev)  # a verdict, however the step ended
     verdicts = {name: line["verdict"] for name, line in lines.items()}
     if done is None:  # the session died midway: what it did not judge is not killed
         verdicts |= {x["name"]: "unjudged" for x in chosen if x["name"] not in verdicts}
     score, counts = score_verdicts(verdicts)
+    ran_out = ran_out or "not_run" in counts
     by_name = {x["name"]: x for x in chosen}
     ev.details["verdicts"] = counts
     ev.details["survivors"] = [
@@ -503,6 +538,7 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
         | {"verdict": v} for n, v in verdicts.items() if v in SURVIVED and n in by_name]
     ev.details["dropped"] = {n: v for n, v in verdicts.items() if v not in KILLED + SURVIVED}
     if score is None:
-        return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts)
+        return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts,
+                              ran_out=ran_out)
     note = None if done else "the mutation runner died midway: unjudged mutants survive"
-    return MutationResult(score, note, ev, counts=counts)
+    return MutationResult(score, note, ev, counts=counts, ran_out=ran_out)
