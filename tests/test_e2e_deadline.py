@@ -28,8 +28,9 @@ PER_PATCH = 40
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("local", marks=pytest.mark.local)]
 
-#: The fix, with a module-level loop that never ends: every test of both suites hangs at
-#: collection until the suite's own deadline (27 s) ends it.
+#: The fix, with a module-level loop that never ends: each suite's one test module hangs at
+#: collection until the runner's supervisor kills the import (its per-item limit) and goes
+#: on without that module.
 HANG_AT_IMPORT = {"calc/core.py": mini_task.CORE_BUGGY.replace(
     '"""Arithmetic helpers."""\n',
     '"""Arithmetic helpers."""\nimport time\n\nwhile True:\n    time.sleep(1)\n').replace(
@@ -91,6 +92,8 @@ def _our_processes() -> set[int]:
             cmdline[int(entry.name)] = (entry / "cmdline").read_bytes()
         except OSError:
             continue
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            continue  # exited, not yet reaped by its parent: holds nothing but a pid
         ppid = int(stat.rpartition(")")[2].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
     out, todo = set(), list(children.get(os.getpid(), []))
@@ -120,10 +123,10 @@ def _assert_within_deadline(rec) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepared,
                                                                  tmp_path):
-    # One sandbox after the other: the public suite ends at its own deadline (27 s), the
-    # hidden suite gets what is left (about 11 s) and is cut short by the per-patch
-    # deadline; nothing passes, so mutation is not measured and, progress being 0, its
-    # weight is kept: -.25 * 1 - .35 * 1 - diff cost.
+    # One sandbox after the other: in each suite the import of the test module hangs until
+    # the supervisor kills it (5 * 1.2 + 2 s), the module is left out and a second session
+    # runs the rest; nothing passes, so mutation is not measured and, progress being 0,
+    # its weight is kept: -.25 * 1 - .35 * 1 - diff cost.
     task = prepared(backend)
     patch = _patch(task, HANG_AT_IMPORT, tmp_path)
     before = _our_processes()
@@ -137,8 +140,9 @@ def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepar
                               "performance": None}
     assert rec.measurements.notes["mutation_score"] == NO_PROGRESS_NOTE
     assert "mutation" not in rec.evidence
-    assert rec.component_notes["hidden_tests"].startswith(NOT_RUN_NOTE)
-    assert "cut short" in rec.component_notes["hidden_tests"]
+    for suite in ("public_tests", "hidden_tests"):
+        assert rec.evidence[suite].details["ended_early"] == ["collection_error"]
+    assert not rec.flags.tests_tampered and not rec.flags.exclude_from_advantage
     assert rec.weights["mutation_score"] == 0.2
     cost = diff_cost(code_lines_changed(patch.decode()))
     assert cost == 0.0025

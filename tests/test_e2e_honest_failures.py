@@ -29,7 +29,7 @@ EXPECTED = {
     "mean_segfaults": (0.4308333333333334, ["interpreter_exit"], ["interpreter_exit"],
                        {"test_mean": "crashed", "test_mean_single": "crashed"}),
     "extra_syntax_error": (0.748, ["collection_error"], [], {"test_double": "error"}),
-    "core_syntax_error": (-0.752, ["collection_error"], ["collection_error"], "error"),
+    "core_syntax_error": (-0.602, ["collection_error"], ["collection_error"], "error"),
     "import_hangs": (-0.6024999999999999, ["collection_error"], ["collection_error"],
                      "error"),
     "fork_until_the_pids_limit": (0.7945000000000001, [], [], {}),
