@@ -44,7 +44,7 @@ CASES = {
         "import os\nH = os.listdir('/proctor')\n",
         "import glob\nH = glob.glob('/proctor/h-*/**/*.py')\n",
         "import glob\nH = glob.glob('/proctor*')\n",
-        "P = '/proctor-snapshot/x'\n",
+        "import shutil\nP = '/proctor-snapshot/x'\nshutil.copytree(P, '/tmp/x')\n",
         "import os\nT = os.environ.get('PYTEST_XDIST_WORKER') or os.environ['PYTEST_VERSION']\n",
     ],
     "dynamic_code": ["def f(path):\n    exec(open(path).read())\n",
@@ -126,6 +126,8 @@ def test_each_kind_is_found(kind, i):
     "ROUTES = {'/proctoring/sessions': 1, '/proctors': 2}\n",
     "import os\ndef port():\n    w = os.environ.get('PYTEST_XDIST_WORKER', 'gw0')\n"
     "    return 8000 + int(w[2:])\n",                                  # honest worker port
+    # a string the code never uses is a word, not a use (was a grader_sensing violation)
+    "P = '/proctor-snapshot/x'\n",
 ])
 def test_honest_code_finds_nothing(src):
     assert scan_source("pkg/mod.py", src) == []
