@@ -80,13 +80,29 @@ is only reported.
                                   chr, <ints>))``, ``chr(n)`` chains, ``bytes([<ints>])``,
                                   ``bytes.fromhex`` / ``base64.*decode`` / ``codecs.decode``
                                   of a constant (what hides a grader-aware string)
-    call_counter       penalty    a counter bumped by a constant on each call (``n += 1``,
-                                  ``next(itertools.count())``) that a branch or an index
-                                  of the same function reads: a different answer per call.
-                                  Not reported: a retry limit (``if n > bound: raise``,
-                                  nothing else in the branch, no else) and a round-robin
-                                  index (``seq[n % len(seq)]`` over an attribute or a
-                                  parameter the class does not fill with a literal)
+    call_counter       penalty    a counter bumped by a constant on each call, wherever
+                                  its state lives: a global or ``nonlocal`` (``n += 1``),
+                                  an attribute (also ``setattr(f, "n", getattr(f, "n", 0)
+                                  + 1)``), an entry of a lasting container (``calls[k] =
+                                  calls.get(k, 0) + 1``, ``lst[0] += 1``: a global or
+                                  closure name, an attribute, a mutable default, what an
+                                  ``lru_cache``d function returned, ``globals()``), ``next``
+                                  of a lasting iterator (``itertools.count()``, its
+                                  ``__next__``), or the statistics of a functools cache
+                                  (``f.cache_info()``), whose value (directly or through a
+                                  local) decides the answer of the same function: a branch,
+                                  an index, or arithmetic with the inputs that is returned
+                                  (``return a + b + calls[k]``). Not reported: a retry limit
+                                  (``if n > bound: raise``, nothing else in the branch, no
+                                  else), a branch that only logs or clears a cache, a
+                                  round-robin index (``seq[n % len(seq)]`` over an
+                                  attribute or a parameter the class does not fill with a
+                                  literal, or a local bound to one or to an entry of one),
+                                  a counter returned as it is or as text (an id
+                                  generator), memoisation (``cache[k] = <result>``), entries
+                                  bumped in a loop (counting items) or under a test of the
+                                  same container (union by rank), ``next`` of a local
+                                  iterator
     unscannable        violation  CPython compiles the file but it is nested too deeply for
                                   the scan (RecursionError): the scan cannot vouch for it
     unparseable        info       the patched file does not parse or compile (it cannot be
@@ -306,6 +322,16 @@ _MATCH_MODULES = frozenset({"re", "fnmatch"})
 _MATCH_CALLS = frozenset({"operator.contains", "operator.eq", "operator.ne",
                           "operator.countOf", "operator.indexOf"})
 _SYS_LISTS = frozenset({"sys.modules", "sys.argv", "sys.orig_argv", "sys.executable"})
+_CACHE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache"})
+_MUTABLE_CALLS = frozenset({"list", "dict", "set", "bytearray", "collections.Counter",
+                            "collections.defaultdict", "collections.OrderedDict",
+                            "collections.deque", "Counter", "defaultdict", "OrderedDict",
+                            "deque"})
+#: Calls a branch may make without changing the answer: logging, and clearing a cache.
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception",
+                          "critical", "log", "cache_clear"})
+#: Calls whose result is text about their argument, not a number made from it.
+_TEXT_CALLS = frozenset({"str", "repr", "format", "hex", "oct", "bin", "ascii"})
 
 
 def _spread(node: ast.AST) -> list[ast.AST]:
@@ -366,6 +392,7 @@ class _Scanner(ast.NodeVisitor):
                              if isinstance(n, ast.Assign) and len(n.targets) == 1 and
                              isinstance(n.targets[0], ast.Name) and
                              isinstance(n.value, ast.Lambda)}
+        self.cached = self._cached_functions(tree)
 
     def _more_aliases(self, tree: ast.Module, imported: set[str]) -> None:
         """``x = importlib.import_module("m")`` (``m`` through constants), and a name bound
@@ -393,6 +420,21 @@ class _Scanner(ast.NodeVisitor):
                 dotted = self.resolve(value)
                 if dotted and dotted != name:
                     self.aliases[name] = dotted
+
+    def _cached_functions(self, tree: ast.Module) -> set[str]:
+        """Names of functions wrapped in ``functools.lru_cache`` / ``cache``."""
+        out: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for d in node.decorator_list:
+                    if self.resolve(d.func if isinstance(d, ast.Call) else d) in \
+                            _CACHE_DECORATORS:
+                        out.add(node.name)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                f = node.value.func
+                if self.resolve(f.func if isinstance(f, ast.Call) else f) in _CACHE_DECORATORS:
+                    out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        return out
 
     # -- helpers --
     def _counts(self, node: ast.AST, origins: Iterable[ast.AST] = ()) -> bool:
@@ -916,54 +958,328 @@ class _Scanner(ast.NodeVisitor):
         self.classes.pop()
 
     def _call_counter(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        declared = {n for s in ast.walk(node) if isinstance(s, ast.Global | ast.Nonlocal)
-                    for n in s.names}
-        bumps: dict[str, ast.AST] = {}
-        nexts: dict[str, ast.AST] = {}  # next(counter): decides only in a test or index
-        for s in ast.walk(node):
-            # a bump adds a constant: n += 1, or n = n + 1 (total += x is an accumulator)
-            targets = [s.target] if isinstance(s, ast.AugAssign) and _constant_truth(
-                s.value) is not None else (s.targets if isinstance(s, ast.Assign) and isinstance(
-                    s.value, ast.BinOp) and _constant_truth(s.value.right) is not None else [])
-            for t in targets:
-                key = ast.dump(t, include_attributes=False).replace("Store()", "Load()")
-                if isinstance(s, ast.Assign) and key not in {
-                        ast.dump(x, include_attributes=False) for x in ast.walk(s.value)}:
-                    continue  # x = y + 1 is no counter; x = x + 1 is
-                if (isinstance(t, ast.Name) and t.id in declared) or isinstance(t, ast.Attribute):
-                    bumps[key] = s
-            if isinstance(s, ast.Call) and self.resolve(s.func) == "next" and s.args and \
-                    isinstance(s.args[0], ast.Name | ast.Attribute):
-                nexts[ast.dump(s, include_attributes=False)] = s
-        if not bumps and not nexts:
-            return
-        # Only a branch or an index decides: ``return self._id`` after ``self._id += 1``
-        # is an honest id generator.
-        # Nor does a bound that only raises (a retry limit), nor a round-robin index over
-        # a collection the code was given (see _bounds_by_raising, _round_robin).
         literal = _literal_attributes(self.classes[-1]) if self.classes else set()
-        deciding: list[tuple[ast.AST, dict[str, ast.AST]]] = []
-        for s in ast.walk(node):
-            if isinstance(s, ast.If) and _bounds_by_raising(s):
-                continue
-            if isinstance(s, ast.If | ast.IfExp | ast.While):
-                deciding.append((s.test, {**bumps, **nexts}))
-            elif isinstance(s, ast.Subscript) and not _round_robin(s, node, literal):
-                deciding.append((s.slice, {**bumps, **nexts}))
-        for d, counters in deciding:
-            for sub in ast.walk(d):
-                key = ast.dump(sub, include_attributes=False)
-                if key in counters:
-                    self._add("call_counter", counters[key],
-                              f"{node.name}: {ast.unparse(sub)} counts calls and decides "
-                              "the answer")
-                    return
+        found = _Counters(self, node).deciding(literal)
+        if not found:
+            return
+        # one finding per function: a branch or an index first, the earliest read
+        bump, sub, how = min(found, key=lambda f: (f[2] != "decides", f[1].lineno,
+                                                   f[1].col_offset))
+        text = ast.unparse(sub)
+        if how == "result":
+            detail = f"{node.name}: {text} counts calls and is added into the result"
+        else:
+            detail = f"{node.name}: {text} counts calls and decides the answer"
+        self._add("call_counter", bump, detail)
 
 
 def _in_names(name: str, names: frozenset[str]) -> bool:
     """Is ``name`` one of ``names`` or under one (``sys.monitoring.register_callback``)?"""
     parts = name.split(".") if name else []
     return any(".".join(parts[:i]) in names for i in range(1, len(parts) + 1))
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, include_attributes=False).replace("Store()", "Load()").replace(
+        "Del()", "Load()")
+
+
+class _Counters:
+    """Call counters of one function: state that outlives the call, bumped by a constant
+    (``n += 1``, ``n = n + 1``, ``calls[k] = calls.get(k, 0) + 1``, ``setattr(f, "n",
+    getattr(f, "n", 0) + 1)``, ``next(<lasting iterator>)``), and cache statistics
+    (``f.cache_info()``); and where their value decides the answer."""
+
+    def __init__(self, scanner: _Scanner, func: ast.FunctionDef | ast.AsyncFunctionDef):
+        self.s, self.func = scanner, func
+        self.scope = list(_own_scope(func))
+        self.declared = {n for st in self.scope if isinstance(st, ast.Global | ast.Nonlocal)
+                         for n in st.names}
+        a = func.args
+        self.params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                       *(x for x in (a.vararg, a.kwarg) if x))}
+        self.mutable = self._mutable_defaults()
+        self.stored = {n.id for st in self.scope for n in ast.walk(st) if isinstance(
+            n, ast.Name) and isinstance(n.ctx, ast.Store)} - self.declared
+        self.cached_locals = {t.id for st in self.scope if isinstance(st, ast.Assign) and
+                              self._cached_call(st.value) for t in st.targets
+                              if isinstance(t, ast.Name)}
+        self.keys: dict[str, ast.AST] = {}     # a Name / Attribute counter -> its bump
+        self.entries: dict[str, ast.AST] = {}  # a container whose entry counts -> its bump
+        self.nexts: dict[str, ast.AST] = {}    # next(<lasting iterator>) -> itself
+        self.derived = self.params - self.mutable - {"self", "cls"}  # see _locals
+        self._find_bumps()
+
+    def _mutable_defaults(self) -> set[str]:
+        a = self.func.args
+        pos = [*a.posonlyargs, *a.args]
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True)) + [
+            (k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+        return {arg.arg for arg, d in pairs if isinstance(
+            d, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp) or (
+                isinstance(d, ast.Call) and self.s.resolve(d.func) in _MUTABLE_CALLS)}
+
+    def _cached_call(self, node: ast.AST) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        f = node.func
+        return (isinstance(f, ast.Name) and f.id in self.s.cached) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
+            f.value.id in ("self", "cls") and f.attr in self.s.cached)
+
+    def _lasting(self, node: ast.AST) -> bool:
+        """Does ``node`` (a container or an iterator) outlive the call? An attribute, a
+        global or closure name, a mutable default, what a cached function returned,
+        ``globals()``."""
+        if isinstance(node, ast.Attribute):
+            return True
+        if isinstance(node, ast.Subscript):
+            return self._lasting(node.value)
+        if isinstance(node, ast.Name):
+            n = node.id
+            return n in self.declared or n in self.mutable or n in self.cached_locals or (
+                n not in self.stored and n not in self.params)
+        if isinstance(node, ast.Call):
+            return self.s.resolve(node.func) in ("globals", "vars", "builtins.globals")
+        return False
+
+    def _contexts(self) -> Iterable[tuple[ast.AST, bool, list[ast.AST]]]:
+        """(node, inside a loop, tests of the ifs around it) for the function's own nodes."""
+        todo: list[tuple[ast.AST, bool, list[ast.AST]]] = [
+            (st, False, []) for st in reversed(self.func.body)]
+        while todo:
+            n, looped, guards = todo.pop()
+            yield n, looped, guards
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+                continue
+            inner_loop = looped or isinstance(n, ast.For | ast.AsyncFor | ast.While |
+                                              ast.comprehension)
+            inner_guards = [*guards, n.test] if isinstance(n, ast.If) else guards
+            for child in reversed(list(ast.iter_child_nodes(n))):
+                todo.append((child, inner_loop, inner_guards))
+
+    def _reads_entry(self, expr: ast.AST, container: str, key: str | None = None) -> bool:
+        """Does ``expr`` read an entry of ``container`` (``c[k]``, ``c.get(k, ...)``; with
+        ``key``: that entry)?"""
+        for sub in ast.walk(expr):
+            if isinstance(sub, ast.Subscript) and _dump(sub.value) == container and (
+                    key is None or _dump(sub.slice) == key):
+                return True
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr == "get" and _dump(sub.func.value) == container and \
+                    sub.args and (key is None or _dump(sub.args[0]) == key):
+                return True
+        return False
+
+    def _find_bumps(self) -> None:
+        for st, looped, guards in self._contexts():
+            if isinstance(st, ast.AugAssign) and _constant_truth(st.value) is not None:
+                self._bump(st.target, st, looped, guards)
+            elif isinstance(st, ast.Assign) and isinstance(st.value, ast.BinOp):
+                v = st.value
+                if _constant_truth(v.right) is not None:
+                    other = v.left
+                elif _constant_truth(v.left) is not None:
+                    other = v.right
+                else:
+                    continue  # total = total + x is an accumulator, not a counter
+                for t in st.targets:
+                    if isinstance(t, ast.Subscript):
+                        if self._reads_entry(other, _dump(t.value), _dump(t.slice)):
+                            self._bump(t, st, looped, guards)
+                    elif _dump(t) in {_dump(x) for x in ast.walk(other)}:
+                        self._bump(t, st, looped, guards)  # x = y + 1 is no counter
+            elif isinstance(st, ast.Call):
+                self._call_bump(st)
+
+    def _bump(self, t: ast.AST, st: ast.AST, looped: bool, guards: list[ast.AST]) -> None:
+        if (isinstance(t, ast.Name) and t.id in self.declared) or isinstance(t, ast.Attribute):
+            self.keys[_dump(t)] = st
+        elif isinstance(t, ast.Subscript) and self._lasting(t.value):
+            container = _dump(t.value)
+            # In a loop an entry counts items; under a test of the same container it is
+            # kept by the data structure (union by rank): neither counts calls.
+            if not looped and not any(self._reads_entry(g, container) for g in guards):
+                self.entries[container] = st
+
+    def _call_bump(self, call: ast.Call) -> None:
+        name = self.s.resolve(call.func)
+        if name == "next" and call.args and isinstance(call.args[0], ast.Name | ast.Attribute) \
+                and self._lasting(call.args[0]):
+            self.nexts[_dump(call)] = call
+        elif isinstance(call.func, ast.Name) and not call.args and any(
+                how == "value" and isinstance(src, ast.Attribute) and src.attr == "__next__"
+                for how, src in self.s.strings.known(call.func.id) or ()):
+            self.nexts[_dump(call)] = call  # tick = itertools.count().__next__; tick()
+        elif name in ("setattr", "builtins.setattr") and len(call.args) == 3:
+            obj, attr, value = call.args
+            attr_name = _str(attr)
+            if attr_name and isinstance(value, ast.BinOp) and any(
+                    _constant_truth(x) is not None for x in (value.left, value.right)):
+                key = _dump(ast.Attribute(value=obj, attr=attr_name, ctx=ast.Load()))
+                if any(self._getattr_key(x) == key for x in ast.walk(value)):
+                    self.keys[key] = call
+
+    def _getattr_key(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Call) and self.s.resolve(node.func) in _ATTR_READERS and \
+                len(node.args) >= 2 and _str(node.args[1]):
+            return _dump(ast.Attribute(value=node.args[0], attr=_str(node.args[1]),
+                                       ctx=ast.Load()))
+        return None
+
+    def _bump_of(self, sub: ast.AST) -> ast.AST | None:
+        """The bump ``sub`` reads the counter of (itself for ``cache_info()``), or None."""
+        d = _dump(sub)
+        if d in self.keys:
+            return self.keys[d]
+        if d in self.nexts:
+            return self.nexts[d]
+        if isinstance(sub, ast.Subscript) and _dump(sub.value) in self.entries:
+            return self.entries[_dump(sub.value)]
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            if sub.func.attr == "get" and _dump(sub.func.value) in self.entries:
+                return self.entries[_dump(sub.func.value)]
+            if sub.func.attr == "cache_info" and not sub.args:
+                return sub
+        key = self._getattr_key(sub)
+        return self.keys.get(key) if key else None
+
+    def deciding(self, literal: set[str]) -> list[tuple[ast.AST, ast.AST, str]]:
+        """(bump, read, ``decides`` or ``result``) for each place a counter decides the
+        answer: a branch, an index, or arithmetic with the inputs that is returned."""
+        if not (self.keys or self.entries or self.nexts or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                n.func.attr == "cache_info" for n in self.scope)):
+            return []
+        aliases, mixed = self._locals()
+
+        def first_read(expr: ast.AST, walk=ast.walk) -> tuple[ast.AST, ast.AST] | None:
+            for sub in walk(expr):
+                bump = self._bump_of(sub)
+                if bump is not None:
+                    return bump, sub
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and \
+                        sub.id in aliases:
+                    return aliases[sub.id], sub
+            return None
+
+        out: list[tuple[ast.AST, ast.AST, str]] = []
+        for st in self.scope:
+            if isinstance(st, ast.If) and (_bounds_by_raising(st) or self._harmless(st)):
+                continue
+            exprs: list[ast.AST] = []
+            if isinstance(st, ast.If | ast.IfExp | ast.While):
+                exprs = [st.test]
+            elif isinstance(st, ast.Match):
+                exprs = [st.subject]
+            elif isinstance(st, ast.BoolOp):
+                exprs = st.values[:-1]
+            elif isinstance(st, ast.Subscript) and not _round_robin(st, self.func, literal):
+                exprs = [st.slice]
+            for e in exprs:
+                hit = first_read(e)
+                if hit:
+                    out.append((hit[0], hit[1], "decides"))
+            if isinstance(st, ast.Return) and st.value is not None:
+                hit = self._mixes(st.value, first_read, mixed)
+                if hit:
+                    out.append((hit[0], hit[1], "result"))
+        return out
+
+    def _locals(self) -> tuple[dict[str, ast.AST], dict[str, tuple[ast.AST, ast.AST]]]:
+        """Local names holding a counter's value (-> its bump), and local names in which a
+        counter was mixed into a value computed from the inputs (-> bump, read)."""
+        aliases: dict[str, ast.AST] = {}
+        mixed: dict[str, tuple[ast.AST, ast.AST]] = {}
+        self.derived = self.params - self.mutable - {"self", "cls"}
+        assigns = [st for st in self.scope if isinstance(st, ast.Assign | ast.AugAssign |
+                                                        ast.AnnAssign | ast.NamedExpr)]
+        for _ in range(8):
+            size = (len(aliases), len(mixed), len(self.derived))
+            for st in assigns:
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name) and
+                         t.id not in self.declared]
+                if not names or st.value is None:
+                    continue
+                read = next(((self._bump_of(x) or aliases.get(getattr(x, "id", "")), x)
+                             for x in ast.walk(st.value) if self._bump_of(x) is not None or (
+                                 isinstance(x, ast.Name) and x.id in aliases)), None)
+                if any(isinstance(x, ast.Name) and x.id in self.derived
+                       for x in ast.walk(st.value)):
+                    self.derived |= set(names)
+                mix = self._mixes(st.value, lambda e, walk=_numeric_walk: next(
+                    ((b, x) for x in walk(e) for b in [self._bump_of(x) or (
+                        aliases.get(x.id) if isinstance(x, ast.Name) else None)]
+                     if b is not None), None), mixed)
+                if isinstance(st, ast.AugAssign) and read and all(n in self.derived
+                                                                  for n in names):
+                    mix = mix or read
+                for n in names:
+                    if mix:
+                        mixed.setdefault(n, mix)
+                    elif read:
+                        aliases.setdefault(n, read[0])
+            if (len(aliases), len(mixed), len(self.derived)) == size:
+                break
+        return aliases, mixed
+
+    def _mixes(self, expr: ast.AST, first_read, mixed) -> tuple[ast.AST, ast.AST] | None:
+        """A counter combined by arithmetic with a value computed from the inputs (``a + b
+        + calls[k]``), or a local in which one was: (bump, read), or None. Text made from
+        a counter (``f"id-{n}"``, ``str(n)``) and indexes are not arithmetic."""
+        for sub in _numeric_walk(expr):
+            if isinstance(sub, ast.Name) and sub.id in mixed:
+                return mixed[sub.id]
+            if not isinstance(sub, ast.BinOp) or (isinstance(sub.op, ast.Mod) and isinstance(
+                    sub.left, ast.Constant | ast.JoinedStr)):
+                continue
+            for one, other in ((sub.left, sub.right), (sub.right, sub.left)):
+                hit = first_read(one, _numeric_walk)
+                if hit and any(isinstance(x, ast.Name) and x.id in self.derived
+                               for x in _numeric_walk(other)):
+                    return hit
+        return None
+
+    def _harmless(self, node: ast.If) -> bool:
+        """A branch that only logs or clears a cache (``if n % 1000 == 0: log.info(...)``):
+        the answer is the same either way."""
+        def quiet(body: list[ast.stmt]) -> bool:
+            for st in body:
+                if isinstance(st, ast.Pass):
+                    continue
+                if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+                    return False
+                f = st.value.func
+                name = self.s.resolve(f)
+                if not (name in ("print", "warnings.warn") or name.startswith("logging.") or (
+                        isinstance(f, ast.Attribute) and f.attr in _LOG_METHODS)):
+                    return False
+            return True
+        return quiet(node.body) and quiet(node.orelse)
+
+
+def _numeric_walk(node: ast.AST) -> Iterable[ast.AST]:
+    """``ast.walk`` that does not enter text made from a value (f-strings, ``str(x)``,
+    ``"%d" % x``, ``"{}".format(x)``), indexes, lambdas or nested functions."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, ast.JoinedStr | ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef |
+                      ast.ClassDef):
+            continue
+        if isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id in
+                                         _TEXT_CALLS) or (isinstance(n.func, ast.Attribute)
+                                                          and n.func.attr == "format")):
+            continue
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and isinstance(
+                n.left, ast.Constant) and isinstance(n.left.value, str):
+            continue
+        if isinstance(n, ast.Subscript):
+            todo.append(n.value)
+            continue
+        todo.extend(ast.iter_child_nodes(n))
 
 
 def _is_main_guard(test: ast.AST) -> bool:
@@ -1024,16 +1340,28 @@ def _round_robin(sub: ast.Subscript, func: ast.FunctionDef | ast.AsyncFunctionDe
                  literal: set[str]) -> bool:
     """``<seq>[<i> % len(<seq>)]`` (or ``% n`` with ``n = len(<seq>)`` in the function)
     where ``<seq>`` is an attribute or a parameter, not a literal the class hard-codes
-    (``literal``): cycling through a collection the code was given."""
+    (``literal``), or a local bound once to one of those or to an entry of one (``items =
+    self.groups[g]``): cycling through a collection the code was given."""
     index, seq = sub.slice, sub.value
     if not (isinstance(index, ast.BinOp) and isinstance(index.op, ast.Mod)):
         return False
     params = {a.arg for a in (*func.args.posonlyargs, *func.args.args,
                               *func.args.kwonlyargs)}
-    if isinstance(seq, ast.Attribute):
-        if seq.attr in literal:
-            return False
-    elif not (isinstance(seq, ast.Name) and seq.id in params):
+
+    def given(v: ast.AST, local: bool) -> bool:
+        if isinstance(v, ast.Attribute):
+            return v.attr not in literal
+        if isinstance(v, ast.Name) and v.id in params:
+            return True
+        if local and isinstance(v, ast.Name):
+            bound = [n.value for n in ast.walk(func) if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == v.id for t in n.targets)]
+            if len(bound) == 1:
+                b = bound[0]
+                return given(b.value if isinstance(b, ast.Subscript) else b, False)
+        return False
+
+    if not given(seq, True):
         return False
     seq_dump = ast.dump(seq, include_attributes=False)
 
