@@ -558,6 +558,29 @@ class _Scanner(ast.NodeVisitor):
                                        for how, src in found)
         return False
 
+    def _sys_list(self, node: ast.AST, depth: int = 0) -> bool:
+        """``sys.modules`` / ``sys.argv`` / ``sys.executable``, an item or text of one
+        (``sys.argv[0]``, ``str(sys.argv)``, ``" ".join(sys.argv)``), or a name bound only
+        to those or iterating one (``for arg in sys.argv``)."""
+        if depth > 8:
+            return False
+        if self.resolve(node) in _SYS_LISTS:
+            return True
+        if isinstance(node, ast.Subscript):
+            return self._sys_list(node.value, depth + 1)
+        if isinstance(node, ast.Call) and len(node.args) == 1 and (
+                self.resolve(node.func) in ("str", "repr", "list", "tuple", "set") or (
+                    isinstance(node.func, ast.Attribute) and node.func.attr == "join")):
+            return self._sys_list(node.args[0], depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("keys", "lower", "casefold") and not node.args:
+            return self._sys_list(node.func.value, depth + 1)
+        if isinstance(node, ast.Name):
+            found = self.strings.known(node.id)
+            return bool(found) and all(how in ("value", "iter", "keys") and
+                                       self._sys_list(src, depth + 1) for how, src in found)
+        return False
+
     def _site(self, node: ast.AST, expr: ast.AST | None, site: str, ctx: str = "") -> None:
         """``expr``'s strings are used at ``node`` as ``site`` says (see :func:`_classify`).
         A parameter used there makes its function a helper: its callers' arguments are
@@ -816,8 +839,11 @@ class _Scanner(ast.NodeVisitor):
                 self._site(node, a, "match")
         elif recv is not None and func.attr in _MATCH_METHODS and not all(
                 self.strings.constant(x) for x in (recv, *args)):
+            lookup = self._sys_list(recv)  # arg.endswith("pytest") for arg in sys.argv
             for a in (recv, *args):
                 self._site(node, a, "match")
+                if lookup:
+                    self._site(node, a, "lookup")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if self._is_environ(node.value):
@@ -832,12 +858,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Compare(self, node: ast.Compare) -> None:
         sides = [node.left, *node.comparators]
-        wider = sides + [s.value for s in sides if isinstance(s, ast.Subscript)]
-        names = {self.resolve(s) for s in wider} | {
-            self.resolve(s.args[0]) for s in sides if isinstance(s, ast.Call) and s.args and (
-                self.resolve(s.func) in ("str", "repr") or (
-                    isinstance(s.func, ast.Attribute) and s.func.attr == "join"))}
-        if names & _SYS_LISTS:
+        if any(self._sys_list(s) for s in sides):
             for s in sides:
                 self._site(node, s, "lookup")
         if any(self._is_environ(s) for s in sides):
