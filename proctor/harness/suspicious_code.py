@@ -299,6 +299,7 @@ _ENV_CALLS = frozenset({"os.getenv", "os.getenvb", "os.putenv", "os.unsetenv", "
                         "posix.unsetenv"})
 _MAPPING_METHODS = frozenset({"get", "pop", "setdefault", "__getitem__", "__contains__",
                               "__setitem__", "__delitem__"})
+_ENV_METHODS = frozenset((e, m) for e in _ENVIRON for m in _MAPPING_METHODS)
 #: Modules whose calls take paths, commands or module names: a string handed to one is
 #: used as such (``os.listdir``, ``subprocess.run``, ``glob.glob``, ``pathlib.Path``...).
 _PATH_MODULES = frozenset({"os", "posix", "posixpath", "io", "pathlib", "shutil", "glob",
@@ -323,7 +324,8 @@ _MATCH_CALLS = frozenset({"operator.contains", "operator.eq", "operator.ne",
                           "operator.countOf", "operator.indexOf"})
 _SYS_LISTS = frozenset({"sys.modules", "sys.argv", "sys.orig_argv", "sys.executable"})
 _CACHE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache"})
-_MUTABLE_CALLS = frozenset({"list", "dict", "set", "bytearray", "collections.Counter",
+_MUTABLE_CALLS = frozenset({"list", "dict", "set", "bytearray", "iter", "itertools.count",
+                            "itertools.cycle", "collections.Counter",
                             "collections.defaultdict", "collections.OrderedDict",
                             "collections.deque", "Counter", "defaultdict", "OrderedDict",
                             "deque"})
@@ -581,6 +583,17 @@ class _Scanner(ast.NodeVisitor):
                                        self._sys_list(src, depth + 1) for how, src in found)
         return False
 
+    def _environ_item(self, node: ast.AST) -> bool:
+        """A name iterating the environment (``for k in os.environ``, ``.keys()``)."""
+        if not isinstance(node, ast.Name):
+            return False
+        found = self.strings.known(node.id)
+        return bool(found) and all(
+            how in ("iter", "keys") and src is not None and (self._is_environ(src) or (
+                isinstance(src, ast.Call) and isinstance(src.func, ast.Attribute) and
+                src.func.attr == "keys" and self._is_environ(src.func.value)))
+            for how, src in found)
+
     def _site(self, node: ast.AST, expr: ast.AST | None, site: str, ctx: str = "") -> None:
         """``expr``'s strings are used at ``node`` as ``site`` says (see :func:`_classify`).
         A parameter used there makes its function a helper: its callers' arguments are
@@ -818,7 +831,8 @@ class _Scanner(ast.NodeVisitor):
             self._site(node, first, "import", short)
         if name in _ENV_CALLS:
             self._site(node, first, "env")
-        if recv is not None and func.attr in _MAPPING_METHODS and self._is_environ(recv):
+        if (recv is not None and func.attr in _MAPPING_METHODS and self._is_environ(recv)) \
+                or name.rpartition(".")[::2] in _ENV_METHODS:  # read = os.environ.get
             self._site(node, first, "env")
         lists = self.resolve(recv) if recv is not None else ""
         if lists in ("sys.modules", "sys.argv", "sys.orig_argv") and func.attr in (
@@ -861,11 +875,15 @@ class _Scanner(ast.NodeVisitor):
         if any(self._sys_list(s) for s in sides):
             for s in sides:
                 self._site(node, s, "lookup")
-        if any(self._is_environ(s) for s in sides):
-            for s in sides:
+        if any(self._is_environ(s) or self._environ_item(s) for s in sides):
+            for s in sides:  # also [k for k in os.environ if k in KNOWN]
                 self._site(node, s, "env")
         if not all(self.strings.constant(s) for s in sides):
-            for s in sides:
+            for i, s in enumerate(sides):
+                # ``name in HELP``: a lookup in a literal table reads none of its keys
+                if i and isinstance(node.ops[i - 1], ast.In | ast.NotIn) and \
+                        self.strings.literal(s) is not None:
+                    continue
                 self._site(node, s, "match")
         self.generic_visit(node)
 
