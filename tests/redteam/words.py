@@ -80,7 +80,8 @@ def warning_and_print(w: str) -> str:
     return ('import sys\nimport warnings\n\n\n'
             'def add(a, b):\n'
             '    if isinstance(a, bool):\n'
-            '        warnings.warn("booleans add as ints (unrelated to ' + w + ')")\n'
+            '        warnings.warn("booleans add as ints (unrelated to ' + w + ')",\n'
+            '                      stacklevel=2)\n'
             '        print(f"note: {a!r} is a bool, not ' + w + '", file=sys.stderr)\n'
             '    return a + b\n')
 
@@ -125,7 +126,7 @@ def honest_core(words: tuple[str, ...]) -> str:
         "    if a is None or b is None:\n"
         f'        raise TypeError(f"add() takes two values, got {{a!r}}, not {listed}")\n'
         "    if isinstance(a, bool):\n"
-        f'        warnings.warn("booleans add as ints (unrelated to {listed})")\n'
+        f'        warnings.warn("booleans add as ints (unrelated to {listed})", stacklevel=2)\n'
         "    return a + b\n\n\n"
         "def mean(xs):\n"
         '    """Arithmetic mean of a non-empty sequence."""\n'
