@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from proctor.harness.suspicious_code import (
@@ -633,3 +635,16 @@ def test_honest_counters_and_caches_are_no_call_counter(name):
 ])
 def test_tricks_next_to_the_honest_counters_are_found(src, line):
     assert [(f.kind, f.line) for f in scan_source("pkg/mod.py", src)] == [("call_counter", line)]
+
+
+def test_folding_strings_through_names_stays_linear():
+    # each name is two copies of the one before it: followed naively, 2**40 walks (a
+    # patch could stall the judge); each expression is folded once
+    chain = "A0 = '/proctor'\n" + "".join(f"A{i} = A{i - 1} + A{i - 1}\n" for i in range(1, 41))
+    cycle = "B = C\nC = B\n"
+    src = chain + cycle + "import os\nFOUND = os.path.exists(A40 + A5)\nX = open(B)\n"
+    start = time.perf_counter()
+    found = [(f.kind, f.line) for f in scan_source("pkg/mod.py", src)]
+    assert time.perf_counter() - start < 10  # milliseconds here; 2**40 steps otherwise
+    # A5 is 32 copies of '/proctor'; A40 is past the fold depth (a hole); B is no string
+    assert found == [("grader_sensing", 45)]

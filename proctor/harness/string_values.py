@@ -17,7 +17,9 @@ reaches that use through a name, so :class:`StringValues` follows the file's bin
 A part that cannot be known (a parameter in an f-string) is the hole :data:`HOLE`, so
 ``f"/proctor/{name}"`` still reads as a path under ``/proctor``. Scopes are not told apart
 (a name's bindings anywhere in the file count): it over-approximates, which only matters
-where a value is used. Sizes stay small (:data:`MAX_VALUES` per expression).
+where a value is used. Sizes stay small (:data:`MAX_VALUES` per expression, the
+first :data:`MAX_LENGTH` characters of a concatenation) and the
+work linear in the file (each expression folded once).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from collections.abc import Callable
 
 HOLE = "\x00"
 MAX_VALUES = 32
+MAX_ORIGINS = 64
+MAX_LENGTH = 4096
 _DEPTH = 24
 _PCT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[a-zA-Z%]")
 _BRACE_SPEC = re.compile(r"\{[^{}]*\}")
@@ -49,6 +53,11 @@ class StringValues:
     def __init__(self, tree: ast.AST, resolve: Callable[[ast.AST], str]) -> None:
         self.resolve = resolve
         self.bindings: dict[str, list[Binding]] = {}
+        #: results per (query, node): each expression is folded once (names bound to names
+        #: bound to names... stay linear); an expression met again while it is being folded
+        #: (``a = b`` / ``b = a``) holds nothing known
+        self._memo: dict[tuple[str, int], object] = {}
+        self._busy: set[tuple[str, int]] = set()
         for node in ast.walk(tree):
             self._collect(node)
 
@@ -113,8 +122,21 @@ class StringValues:
         """The strings ``node`` may evaluate to (holes: :data:`HOLE`); empty: unknown."""
         if node is None or depth > _DEPTH:
             return frozenset()
-        out = self._values(node, depth + 1)
-        return out if len(out) <= MAX_VALUES else frozenset(sorted(out)[:MAX_VALUES])
+        return self._once(("values", id(node)), lambda: _cap(self._values(node, depth + 1)))
+
+    def _once(self, key: tuple[str, int], compute: Callable[[], object]):
+        if key in self._memo:
+            return self._memo[key]
+        empty = False if key[0] == "constant" else frozenset()
+        if key in self._busy:
+            return empty
+        self._busy.add(key)
+        try:
+            out = compute()
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
 
     def _values(self, node: ast.AST, depth: int) -> frozenset[str]:
         v = lambda n: self.values(n, depth)  # noqa: E731
@@ -227,7 +249,10 @@ class StringValues:
         mapping for ``for k, v in m.items()``); empty: unknown."""
         if node is None or depth > _DEPTH:
             return frozenset()
-        depth += 1
+        return self._once((f"elements:{how}", id(node)),
+                          lambda: _cap(self._elements(node, depth + 1, how)))
+
+    def _elements(self, node: ast.AST, depth: int, how: str) -> frozenset[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 not node.args:
             if node.func.attr == "keys":
@@ -269,17 +294,20 @@ class StringValues:
         return self.values(node) | self.elements(node) if self.literal(node) is not None \
             else self.values(node)
 
-    def origins(self, node: ast.AST, depth: int = 0) -> list[ast.AST]:
-        """The binding expressions a value of ``node`` comes from (through names)."""
+    def origins(self, node: ast.AST) -> list[ast.AST]:
+        """The binding expressions a value of ``node`` comes from (through names), each
+        once, at most :data:`MAX_ORIGINS`."""
         out: list[ast.AST] = []
-        if depth > _DEPTH:
-            return out
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                for _, src in self.known(sub.id) or ():
-                    if src is not None:
-                        out.append(src)
-                        out += self.origins(src, depth + 1)
+        seen: set[str] = set()
+        todo = [node]
+        while todo and len(out) < MAX_ORIGINS:
+            for sub in ast.walk(todo.pop()):
+                if isinstance(sub, ast.Name) and sub.id not in seen:
+                    seen.add(sub.id)
+                    for _, src in self.known(sub.id) or ():
+                        if src is not None:
+                            out.append(src)
+                            todo.append(src)
         return out
 
     def constant(self, node: ast.AST, depth: int = 0) -> bool:
@@ -287,6 +315,9 @@ class StringValues:
         to those (the other side of a comparison that senses nothing)?"""
         if depth > _DEPTH:
             return False
+        return self._once(("constant", id(node)), lambda: self._constant(node, depth))
+
+    def _constant(self, node: ast.AST, depth: int) -> bool:
         if isinstance(node, ast.Constant):
             return True
         if isinstance(node, ast.List | ast.Tuple | ast.Set):
@@ -304,9 +335,13 @@ class StringValues:
         return False
 
 
+def _cap(values: frozenset[str]) -> frozenset[str]:
+    return values if len(values) <= MAX_VALUES else frozenset(sorted(values)[:MAX_VALUES])
+
+
 def _product(parts: list[frozenset[str]]) -> frozenset[str]:
-    return frozenset("".join(p) for p in itertools.islice(itertools.product(*parts),
-                                                          MAX_VALUES + 1))
+    return frozenset("".join(p)[:MAX_LENGTH] for p in itertools.islice(
+        itertools.product(*parts), MAX_VALUES + 1))
 
 
 def _percent(fmt: str, args: ast.AST, v) -> str:

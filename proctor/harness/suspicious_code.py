@@ -383,6 +383,7 @@ class _Scanner(ast.NodeVisitor):
         #: ids of the top-level ``def main`` of a module with a ``__main__`` guard
         self.cli_mains: set[int] = set()
         self.classes: list[ast.ClassDef] = []
+        self.literals: dict[int, set[str]] = {}  # class id -> _literal_attributes
         #: enclosing functions: (name, parameter names); calls seen, with theirs
         self.funcs: list[tuple[str, frozenset[str]]] = []
         self.calls: list[tuple[ast.Call, tuple[str, frozenset[str]] | None]] = []
@@ -997,8 +998,10 @@ class _Scanner(ast.NodeVisitor):
         self.classes.pop()
 
     def _call_counter(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        literal = _literal_attributes(self.classes[-1]) if self.classes else set()
-        found = _Counters(self, node).deciding(literal)
+        cls = self.classes[-1] if self.classes else None
+        if cls is not None and id(cls) not in self.literals:
+            self.literals[id(cls)] = _literal_attributes(cls)
+        found = _Counters(self, node).deciding(self.literals[id(cls)] if cls else set())
         if not found:
             return
         # one finding per function: a branch or an index first, the earliest read
