@@ -80,26 +80,29 @@ is only reported.
                                   chr, <ints>))``, ``chr(n)`` chains, ``bytes([<ints>])``,
                                   ``bytes.fromhex`` / ``base64.*decode`` / ``codecs.decode``
                                   of a constant (what hides a grader-aware string)
-    call_counter       penalty    a counter bumped by a constant on each call, wherever
+    call_counter       penalty    a counter counted up by a constant on each call, wherever
                                   its state lives: a global or ``nonlocal`` (``n += 1``),
                                   an attribute (also ``setattr(f, "n", getattr(f, "n", 0)
                                   + 1)``), an entry of a lasting container (``calls[k] =
                                   calls.get(k, 0) + 1``, ``lst[0] += 1``: a global or
                                   closure name, an attribute, a mutable default, what an
                                   ``lru_cache``d function returned, ``globals()``), ``next``
-                                  of a lasting iterator (``itertools.count()``, its
-                                  ``__next__``), or the statistics of a functools cache
-                                  (``f.cache_info()``), whose value (directly or through a
-                                  local) decides the answer of the same function: a branch,
-                                  an index, or arithmetic with the inputs that is returned
-                                  (``return a + b + calls[k]``). Not reported: a retry limit
+                                  of a lasting iterator (through a local or into the result:
+                                  of an ``itertools.count()`` or its ``__next__``), or the
+                                  statistics of a functools cache (``f.cache_info()``), whose
+                                  value (directly or through a local, not as text) decides
+                                  the answer of the same function: a branch, an index read,
+                                  or arithmetic with the inputs that is returned (``return
+                                  a + b + calls[k]``). Not reported: a retry limit
                                   (``if n > bound: raise``, nothing else in the branch, no
                                   else), a branch that only logs or clears a cache, a
                                   round-robin index (``seq[n % len(seq)]`` over an
                                   attribute or a parameter the class does not fill with a
                                   literal, or a local bound to one or to an entry of one),
                                   a counter returned as it is or as text (an id
-                                  generator), memoisation (``cache[k] = <result>``), entries
+                                  generator) or used as a key to store under, decrements
+                                  (reference counts, semaphores), memoisation (``cache[k] =
+                                  <result>``), entries
                                   bumped in a loop (counting items) or under a test of the
                                   same container (union by rank), ``next`` of a local
                                   iterator
@@ -1049,6 +1052,7 @@ class _Counters:
         self.keys: dict[str, ast.AST] = {}     # a Name / Attribute counter -> its bump
         self.entries: dict[str, ast.AST] = {}  # a container whose entry counts -> its bump
         self.nexts: dict[str, ast.AST] = {}    # next(<lasting iterator>) -> itself
+        self.counting: set[str] = set()        # those of an itertools.count
         self.derived = self.params - self.mutable - {"self", "cls"}  # see _locals
         self._find_bumps()
 
@@ -1115,13 +1119,13 @@ class _Counters:
 
     def _find_bumps(self) -> None:
         for st, looped, guards in self._contexts():
-            if isinstance(st, ast.AugAssign) and _constant_truth(st.value) is not None:
+            if isinstance(st, ast.AugAssign) and _step(st.op, st.value):
                 self._bump(st.target, st, looped, guards)
             elif isinstance(st, ast.Assign) and isinstance(st.value, ast.BinOp):
                 v = st.value
-                if _constant_truth(v.right) is not None:
+                if _step(v.op, v.right):
                     other = v.left
-                elif _constant_truth(v.left) is not None:
+                elif isinstance(v.op, ast.Add) and _step(v.op, v.left):
                     other = v.right
                 else:
                     continue  # total = total + x is an accumulator, not a counter
@@ -1149,18 +1153,38 @@ class _Counters:
         if name == "next" and call.args and isinstance(call.args[0], ast.Name | ast.Attribute) \
                 and self._lasting(call.args[0]):
             self.nexts[_dump(call)] = call
+            if self._counting_iterator(call.args[0]):
+                self.counting.add(_dump(call))
         elif isinstance(call.func, ast.Name) and not call.args and any(
                 how == "value" and isinstance(src, ast.Attribute) and src.attr == "__next__"
                 for how, src in self.s.strings.known(call.func.id) or ()):
             self.nexts[_dump(call)] = call  # tick = itertools.count().__next__; tick()
+            self.counting.add(_dump(call))
         elif name in ("setattr", "builtins.setattr") and len(call.args) == 3:
             obj, attr, value = call.args
             attr_name = _str(attr)
-            if attr_name and isinstance(value, ast.BinOp) and any(
-                    _constant_truth(x) is not None for x in (value.left, value.right)):
+            if attr_name and isinstance(value, ast.BinOp) and (
+                    _step(value.op, value.right) or (isinstance(value.op, ast.Add) and
+                                                     _step(value.op, value.left))):
                 key = _dump(ast.Attribute(value=obj, attr=attr_name, ctx=ast.Load()))
                 if any(self._getattr_key(x) == key for x in ast.walk(value)):
                     self.keys[key] = call
+
+    def _counting_iterator(self, node: ast.AST) -> bool:
+        """Is ``node`` an ``itertools.count()``: a name bound to one, or an attribute the
+        class sets to one (``self._ids = itertools.count()``)?"""
+        def count(v: ast.AST | None) -> bool:
+            return isinstance(v, ast.Call) and self.s.resolve(v.func) == "itertools.count"
+
+        if isinstance(node, ast.Name):
+            return any(how == "value" and count(src)
+                       for how, src in self.s.strings.known(node.id) or ())
+        if isinstance(node, ast.Attribute) and self.s.classes:
+            return any(isinstance(n, ast.Assign) and count(n.value) and any(
+                (isinstance(t, ast.Attribute) and t.attr == node.attr) or
+                (isinstance(t, ast.Name) and t.id == node.attr) for t in n.targets)
+                for n in ast.walk(self.s.classes[-1]))
+        return False
 
     def _getattr_key(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Call) and self.s.resolve(node.func) in _ATTR_READERS and \
@@ -1169,12 +1193,14 @@ class _Counters:
                                        ctx=ast.Load()))
         return None
 
-    def _bump_of(self, sub: ast.AST) -> ast.AST | None:
-        """The bump ``sub`` reads the counter of (itself for ``cache_info()``), or None."""
+    def _bump_of(self, sub: ast.AST, value: bool = False) -> ast.AST | None:
+        """The bump ``sub`` reads the counter of (itself for ``cache_info()``), or None.
+        ``value``: ``sub``'s value goes on (a local, the result): ``next`` then counts only
+        of an ``itertools.count`` (``row = next(self.reader)`` reads data)."""
         d = _dump(sub)
         if d in self.keys:
             return self.keys[d]
-        if d in self.nexts:
+        if d in self.nexts and (not value or d in self.counting):
             return self.nexts[d]
         if isinstance(sub, ast.Subscript) and _dump(sub.value) in self.entries:
             return self.entries[_dump(sub.value)]
@@ -1186,6 +1212,21 @@ class _Counters:
         key = self._getattr_key(sub)
         return self.keys.get(key) if key else None
 
+    def _first_read(self, expr: ast.AST, aliases: dict[str, ast.AST],
+                    value: bool) -> tuple[ast.AST, ast.AST] | None:
+        """The first counter read in ``expr`` (a read, or a local alias of one): (bump,
+        read). ``value``: what ``expr`` computes goes on (a local, the result), so only
+        arithmetic counts (:func:`_numeric_walk`: text and indexes made from a counter are
+        not its value) and only counting iterators (:meth:`_bump_of`)."""
+        for sub in (_numeric_walk(expr) if value else ast.walk(expr)):
+            bump = self._bump_of(sub, value)
+            if bump is not None:
+                return bump, sub
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and \
+                    sub.id in aliases:
+                return aliases[sub.id], sub
+        return None
+
     def deciding(self, literal: set[str]) -> list[tuple[ast.AST, ast.AST, str]]:
         """(bump, read, ``decides`` or ``result``) for each place a counter decides the
         answer: a branch, an index, or arithmetic with the inputs that is returned."""
@@ -1194,17 +1235,6 @@ class _Counters:
                 n.func.attr == "cache_info" for n in self.scope)):
             return []
         aliases, mixed = self._locals()
-
-        def first_read(expr: ast.AST, walk=ast.walk) -> tuple[ast.AST, ast.AST] | None:
-            for sub in walk(expr):
-                bump = self._bump_of(sub)
-                if bump is not None:
-                    return bump, sub
-                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and \
-                        sub.id in aliases:
-                    return aliases[sub.id], sub
-            return None
-
         out: list[tuple[ast.AST, ast.AST, str]] = []
         for st in self.scope:
             if isinstance(st, ast.If) and (_bounds_by_raising(st) or self._harmless(st)):
@@ -1216,27 +1246,28 @@ class _Counters:
                 exprs = [st.subject]
             elif isinstance(st, ast.BoolOp):
                 exprs = st.values[:-1]
-            elif isinstance(st, ast.Subscript) and not _round_robin(st, self.func, literal):
-                exprs = [st.slice]
+            elif isinstance(st, ast.Subscript) and isinstance(st.ctx, ast.Load) and \
+                    not _round_robin(st, self.func, literal):
+                exprs = [st.slice]  # an index read (writing table[n] chooses nothing)
             for e in exprs:
-                hit = first_read(e)
+                hit = self._first_read(e, aliases, value=False)
                 if hit:
                     out.append((hit[0], hit[1], "decides"))
             if isinstance(st, ast.Return) and st.value is not None:
-                hit = self._mixes(st.value, first_read, mixed)
+                hit = self._mixes(st.value, aliases, mixed)
                 if hit:
                     out.append((hit[0], hit[1], "result"))
         return out
 
     def _locals(self) -> tuple[dict[str, ast.AST], dict[str, tuple[ast.AST, ast.AST]]]:
         """Local names holding a counter's value (-> its bump), and local names in which a
-        counter was mixed into a value computed from the inputs (-> bump, read)."""
+        counter was mixed into a value computed from the inputs (-> bump, read); also
+        :attr:`derived`, the locals computed from the inputs."""
         aliases: dict[str, ast.AST] = {}
         mixed: dict[str, tuple[ast.AST, ast.AST]] = {}
-        self.derived = self.params - self.mutable - {"self", "cls"}
         assigns = [st for st in self.scope if isinstance(st, ast.Assign | ast.AugAssign |
                                                         ast.AnnAssign | ast.NamedExpr)]
-        for _ in range(8):
+        for _ in range(8):  # to a fixed point: locals computed from locals
             size = (len(aliases), len(mixed), len(self.derived))
             for st in assigns:
                 targets = st.targets if isinstance(st, ast.Assign) else [st.target]
@@ -1244,19 +1275,14 @@ class _Counters:
                          t.id not in self.declared]
                 if not names or st.value is None:
                     continue
-                read = next(((self._bump_of(x) or aliases.get(getattr(x, "id", "")), x)
-                             for x in ast.walk(st.value) if self._bump_of(x) is not None or (
-                                 isinstance(x, ast.Name) and x.id in aliases)), None)
                 if any(isinstance(x, ast.Name) and x.id in self.derived
                        for x in ast.walk(st.value)):
                     self.derived |= set(names)
-                mix = self._mixes(st.value, lambda e, walk=_numeric_walk: next(
-                    ((b, x) for x in walk(e) for b in [self._bump_of(x) or (
-                        aliases.get(x.id) if isinstance(x, ast.Name) else None)]
-                     if b is not None), None), mixed)
+                read = self._first_read(st.value, aliases, value=True)
+                mix = self._mixes(st.value, aliases, mixed)
                 if isinstance(st, ast.AugAssign) and read and all(n in self.derived
                                                                   for n in names):
-                    mix = mix or read
+                    mix = mix or read  # total += calls[k], total computed from the inputs
                 for n in names:
                     if mix:
                         mixed.setdefault(n, mix)
@@ -1266,18 +1292,18 @@ class _Counters:
                 break
         return aliases, mixed
 
-    def _mixes(self, expr: ast.AST, first_read, mixed) -> tuple[ast.AST, ast.AST] | None:
+    def _mixes(self, expr: ast.AST, aliases: dict[str, ast.AST],
+               mixed: dict[str, tuple[ast.AST, ast.AST]]) -> tuple[ast.AST, ast.AST] | None:
         """A counter combined by arithmetic with a value computed from the inputs (``a + b
         + calls[k]``), or a local in which one was: (bump, read), or None. Text made from
-        a counter (``f"id-{n}"``, ``str(n)``) and indexes are not arithmetic."""
+        a counter (``f"id-{n}"``, ``str(n)``, ``%``) and indexes are not arithmetic."""
         for sub in _numeric_walk(expr):
             if isinstance(sub, ast.Name) and sub.id in mixed:
                 return mixed[sub.id]
-            if not isinstance(sub, ast.BinOp) or (isinstance(sub.op, ast.Mod) and isinstance(
-                    sub.left, ast.Constant | ast.JoinedStr)):
+            if not isinstance(sub, ast.BinOp) or isinstance(sub.op, ast.Mod):
                 continue
             for one, other in ((sub.left, sub.right), (sub.right, sub.left)):
-                hit = first_read(one, _numeric_walk)
+                hit = self._first_read(one, aliases, value=True)
                 if hit and any(isinstance(x, ast.Name) and x.id in self.derived
                                for x in _numeric_walk(other)):
                     return hit
@@ -1460,6 +1486,16 @@ def _obfuscated(node: ast.Call, name: str, resolve) -> bool:
 
 def _line(lines: list[str], n: int) -> str:
     return lines[n - 1].strip() if 0 < n <= len(lines) else ""
+
+
+def _step(op: ast.operator, node: ast.AST) -> bool:
+    """Does ``<x> <op> node`` count up by a constant (``+ 1``, ``- -1``)? Decrements are
+    resource accounting (reference counts, semaphores, in-degrees), and a string
+    (``"/" + path``) counts nothing."""
+    v = _fold(node)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return (isinstance(op, ast.Add) and v > 0) or (isinstance(op, ast.Sub) and v < 0)
 
 
 def _constant_truth(node: ast.AST | None) -> bool | None:
