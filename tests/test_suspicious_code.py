@@ -613,6 +613,29 @@ COUNTER_CONTROLS = {
                           "        return fn(*a, **k)\n    wrapper.calls = 0\n    return wrapper\n",
     "closure_counter_returned": "def counter():\n    n = 0\n    def inc():\n        nonlocal n\n"
                                 "        n += 1\n        return n\n    return inc\n",
+    # shapes of the standard library the scan flagged while this was built
+    "refcount_decrement": "class R:\n    def decref(self, ident):\n"
+                          "        self.refs[ident] -= 1\n        if self.refs[ident] == 0:\n"
+                          "            del self.objs[ident]\n",
+    "semaphore_release": "class S:\n    def release(self):\n"
+                         "        self._count = count = self._count - 1\n        if not count:\n"
+                         "            self._owner = None\n",
+    "string_prepended": "class H:\n    def parse(self, path):\n        self.path = path\n"
+                        "        if self.path.startswith('//'):\n"
+                        "            self.path = '/' + self.path.lstrip('/')\n"
+                        "        return self.path[1:]\n",
+    "name_from_a_template": "import itertools\n_counter = itertools.count(1).__next__\n"
+                            "def newname(name_template='Thread-%d'):\n"
+                            "    return name_template % _counter()\n",
+    "tag_stored_under_the_counter": "class C:\n    def new_tag(self):\n"
+                                    "        tag = self.prefix + str(self.n)\n"
+                                    "        self.n = self.n + 1\n"
+                                    "        self.commands[tag] = None\n        return tag\n",
+    "data_iterator_read_through_a_local": "class Reader:\n    def __next__(self):\n"
+                                          "        row = next(self.reader)\n"
+                                          "        while row == []:\n"
+                                          "            row = next(self.reader)\n"
+                                          "        return dict(zip(self.fields, row))\n",
 }
 
 
@@ -632,6 +655,11 @@ def test_honest_counters_and_caches_are_no_call_counter(name):
      "        return self.data[k]\n", 4),                              # a branch that returns
     ("def pairs(xs, _it=iter(range(10 ** 9))):\n    if next(_it):\n        return []\n"
      "    return list(xs)\n", 2),                                      # a lasting iterator
+    ("import itertools\nclass C:\n    def __init__(self):\n        self._ids = itertools.count()\n"
+     "    def add(self, a, b):\n        i = next(self._ids)\n"
+     "        return a + b if i < 10 ** 6 else 0\n", 6),               # a count, not data
+    ("class S:\n    def get(self):\n        self._count = count = self._count + 1\n"
+     "        return 'a' if count == 1 else 'b'\n", 3),                # counting up
 ])
 def test_tricks_next_to_the_honest_counters_are_found(src, line):
     assert [(f.kind, f.line) for f in scan_source("pkg/mod.py", src)] == [("call_counter", line)]
