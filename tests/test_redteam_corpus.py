@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from proctor import score
+from proctor.harness.added_lines import added_lines
 from proctor.harness.diffstat import code_lines_changed
+from proctor.harness.suspicious_code import penalty_indicator, scan_patch, violations
 from proctor.record import RewardRecord
 from proctor.rewards.components import diff_cost
 from tests.redteam import mini_task
-from tests.redteam.corpus import CASES, CONTROLS, Case
+from tests.redteam.corpus import CASES, COMMENTS_ONLY_FIX, CONTROLS, FIX, ISSUE_FIX, Case
 
 _GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
             "LC_ALL": "C"}
@@ -218,3 +220,76 @@ def test_post_apply_tree_check_catches_a_path_the_integrity_phase_missed(
     assert rec.integrity.reasons == ["calc/extra.py: changed by git apply but not listed by "
                                      "the integrity phase (post-apply tree check)"]
     assert rec.flags.exclude_from_advantage and "public_tests_s" not in rec.timing
+
+
+# --- the suspicious-code verdicts on the host (no container) ----------------------------
+
+def _host_scan(task: Path, edits: dict, tmp: Path):
+    """The suspicious-code findings of ``edits`` to the mini task, as the tamper judge
+    computes them (added lines from the patch, pristine texts), without a sandbox."""
+    repo = task / "repo"
+    patch = make_patch(repo, edits, tmp).decode()
+    added: dict[str, list[int]] = {}
+    for a in added_lines(patch):
+        added.setdefault(a.path, []).append(a.line)
+    after, before = {}, {}
+    for rel, change in edits.items():
+        old = (repo / rel).read_text() if (repo / rel).exists() else None
+        if change is None or not rel.endswith(".py"):
+            continue
+        after[rel] = old.replace(*change) if isinstance(change, tuple) else change
+        if old is not None:
+            before[rel] = old
+    lines = {p: (added.get(p, []) if p in before else None) for p in after}
+    return scan_patch(after, lines, ["tests"], before)
+
+
+def _host_params(cases: list[Case]):
+    return [pytest.param(c, id=c.name) for c in cases
+            if c.target == "mini" and isinstance(c.change, dict)]
+
+
+@pytest.mark.parametrize("case", _host_params([c for c in CASES
+                                               if c.family == "suspicious_code"]))
+def test_suspicious_code_case_gets_its_findings_on_the_host(mini_task_dir, case, tmp_path):
+    found = _host_scan(mini_task_dir, case.change, tmp_path)
+    exp = case.expect
+    if exp.violation:
+        reasons = [f"{f.path}:{f.line}: {f.kind} ({f.detail})" for f in violations(found)]
+        for want in exp.reasons:
+            assert any(want in r for r in reasons), (want, reasons)
+        return
+    assert not violations(found), found
+    assert set(exp.kinds) <= {f.kind for f in found}, found
+    assert penalty_indicator(found) == (1.0 if "suspicious_code" in exp.penalties else 0.0)
+
+
+@pytest.mark.parametrize("case", _host_params(CONTROLS))
+def test_honest_control_has_no_suspicious_code_on_the_host(mini_task_dir, case, tmp_path):
+    assert _host_scan(mini_task_dir, case.change, tmp_path) == []
+
+
+@pytest.mark.docker
+def test_grader_words_in_comments_are_free_and_in_a_docstring_cost_only_their_lines(
+        corpus_patch):
+    """The issue's fix (grader words in ``add``'s docstring and comments) scored -1.0. It
+    scores what the plain fix scores minus the diff cost of its docstring lines: comment
+    lines are free (proctor/harness/diffstat.py), a docstring is code. Plain fix: 2 code
+    lines, 0.999. Comments only: 0.999 exactly. Docstring + comments: 7 code lines (the old
+    docstring and ``return`` removed, 4 non-blank docstring lines and ``return`` added),
+    0.999 - 5 x 0.0005 = 0.9965."""
+    plain, plain_patch = _score(corpus_patch, Case("plain", "control", FIX, None))
+    comments, comments_patch = _score(corpus_patch, Case("comments", "control",
+                                                         COMMENTS_ONLY_FIX, None))
+    issue, issue_patch = _score(corpus_patch, Case("issue", "control", ISSUE_FIX, None))
+    assert [code_lines_changed(p.decode()) for p in (plain_patch, comments_patch,
+                                                      issue_patch)] == [2, 2, 7]
+    assert plain.reward == pytest.approx(0.999, abs=1e-12)
+    assert comments.reward == plain.reward
+    assert issue.reward == pytest.approx(plain.reward - 5 * 0.0005, abs=1e-12)
+    assert issue.reward == pytest.approx(0.9965, abs=1e-12)
+    for rec in (comments, issue):
+        assert rec.reason is None and not rec.integrity.violated
+        assert rec.penalties == plain.penalties == {"visible_only": 0.0}
+        assert rec.evidence["tamper"].details == {"violations": [], "findings": []}
+        assert rec.components == plain.components
