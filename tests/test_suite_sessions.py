@@ -381,3 +381,11 @@ def test_a_test_that_interrupts_the_session_is_the_one_blamed(tmp_path):
     assert runner.exit_code == 2 and runner.ended["why"] == "completed"
     assert runner.ended["item"] == "test_i.py::test_interrupts"
     assert end_reason(runner.ended, runner.exit_code, runner.report) == "interpreter_exit"
+
+
+def test_a_budget_too_short_for_the_next_session_is_a_suite_deadline():
+    p = SuiteProgress()
+    p.add(_session({"t::a": "passed"}, "test_timeout", "t::b", "test", ["t::a", "t::b", "t::c"]))
+    p.out_of_budget = True  # run_suite: less than MIN_SESSION_S left for the next session
+    assert p.ended_early() == ["suite_deadline", "test_timeout"]
+    assert p.final_outcomes() == {"t::a": "passed", "t::b": "timeout", "t::c": "not_run"}

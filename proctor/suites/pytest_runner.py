@@ -493,6 +493,8 @@ class SuiteProgress:
     #: The embedded tripwire hung or crashed (its copied body did): later sessions leave it
     #: out and are vouched for by the stand-alone tripwire.
     embedded_ended: bool = False
+    #: The budget ran out before a session that was due could start.
+    out_of_budget: bool = False
     excluded: dict[str, str] = field(default_factory=dict)
     items: dict[str, None] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)
@@ -554,6 +556,7 @@ class SuiteProgress:
     def ended_early(self) -> list[str]:
         reasons = {s.reason for s in self.sessions if s.reason}
         reasons |= {"collection_error" for s in self.sessions if s.collection_errors}
+        reasons |= {"suite_deadline"} if self.out_of_budget else set()
         return sorted(reasons)
 
 
@@ -588,7 +591,7 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     while True:
         left = suite_timeout - (time.monotonic() - start)
         if progress.sessions and left < MIN_SESSION_S:
-            progress.sessions[-1].reason = progress.sessions[-1].reason or "suite_deadline"
+            progress.out_of_budget = True  # what is left is not_run
             break
         budget = left if vouching or left - reserve < MIN_SESSION_S else left - reserve
         trip = Tripwire.new()
@@ -655,7 +658,8 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
         collected=len(progress.items) if sessions and any(
             s.items is not None for s in sessions) else None,
         session_finished=bool(sessions) and sessions[-1].reason is None,
-        timed_out=any(s.reason == "suite_deadline" for s in sessions),
+        timed_out=progress.out_of_budget or any(s.reason == "suite_deadline"
+                                                for s in sessions),
         collection_errors=errors, tampered=tampered, tripwire=tripwire,
         stray_processes=last.stray_processes if last else None,
         ended_early=progress.ended_early(),
