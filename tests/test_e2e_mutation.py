@@ -27,7 +27,7 @@ SENSING_TEST = (
 #: the integrity phase, so only the opt-in screen (no environment reads) keeps it out.
 SCREENED_TEST = (
     "import os\n\nfrom toolz.itertoolz import getter\n\n"
-    "KEY = '_'.join(['MUTANT', 'UNDER', 'TEST'])\n\n\n"
+    "KEY = 'TSET_REDNU_TNATUM'[::-1]\n\n\n"
     "def test_env():\n    assert not os.environ.get(KEY)\n"
     "    assert getter(None)(5) == 5\n")
 HONEST_TEST = ("from toolz.itertoolz import getter\n\n\n"

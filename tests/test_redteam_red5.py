@@ -1,7 +1,8 @@
 """Red-team session red5 (2026-11-30): the sessions runner ("an early end is an honest
 failure, never tampering"). Patches, figures and commands: ``tests/redteam/found/README.md``
-(section red5). Every finding is an ``xfail(strict=True)`` test holding the figures a fix must
-reach; the honest failure shapes that held are controls with their exact records.
+(section red5). Every finding is a test holding the figures its fix reached (the comment above
+it says what the patch did); the honest failure shapes that held are controls with their exact
+records.
 
 The honest shapes run on ``tests/redteam/red5_shapes.py``'s task (public: 3 FAIL_TO_PASS, 439
 PASS_TO_PASS; one broken PASS_TO_PASS test costs ``1/439`` of ``public_tests``).
@@ -61,14 +62,13 @@ def _same(a, b) -> None:
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: code under test finds Proctor's plugin through frames (tb_frame, then "
-    "f_back/f_locals by reversed strings), sends through the plugin's own _send the records "
-    "of every test not run yet (raw and test 'passed'; the stand-alone tripwire, outside the "
-    "rootdir, 'failed'; a new 'items' record without each hidden module's last test, where "
-    "the embedded tripwire always is), then exits: an honest early end whose verdicts stick "
-    "(or, second patch, a forged session record and exit 1: a finished session). No fix, "
-    "0.776 / 0.7755, no flag"))
+# Found by red-team red5 (closed): code under test finds Proctor's plugin through frames
+# (tb_frame, then f_back/f_locals by reversed strings), sends through the plugin's own _send
+# the records of every test not run yet (raw and test 'passed'; the stand-alone tripwire,
+# outside the rootdir, 'failed'; a new 'items' record without each hidden module's last
+# test, where the embedded tripwire always is), then exits: an honest early end whose
+# verdicts stick (or, second patch, a forged session record and exit 1: a finished session).
+# No fix, 0.776 / 0.7755, no flag
 @pytest.mark.parametrize("name", ["forge_unrun_verdicts_then_exit",
                                   "forge_unrun_verdicts_as_finished_session"])
 def test_verdicts_forged_for_tests_that_never_ran_gain_nothing(toolz_task, docker_ready, name):
@@ -84,13 +84,12 @@ def test_verdicts_forged_for_tests_that_never_ran_gain_nothing(toolz_task, docke
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: pytest.exit(returncode=0 or 1) in a test ends the session with a session "
-    "record and a completed exit status, so the session counts as run to its end: with the "
-    "stand-alone tripwire after the test, 'tripwire missing' (-1.0); before it, exit 0 is "
-    "'exit code 0 but the report lists failures' (tests_tampered, 0.273) and exit 1 leaves "
-    "the 20 tests after it not_run with no further session (0.887). Fix: a session whose "
-    "session record came while a test was open (ended.item) did not run to its end"))
+# Found by red-team red5 (closed): pytest.exit(returncode=0 or 1) in a test ends the session
+# with a session record and a completed exit status, so the session counts as run to its
+# end: with the stand-alone tripwire after the test, 'tripwire missing' (-1.0); before it,
+# exit 0 is 'exit code 0 but the report lists failures' (tests_tampered, 0.273) and exit 1
+# leaves the 20 tests after it not_run with no further session (0.887). Fix: a session whose
+# session record came while a test was open (ended.item) did not run to its end
 @pytest.mark.parametrize(("name", "where"), [("pytest_exit_rc1", 1), ("pytest_exit_rc0", 1),
                                              ("pytest_exit_rc0", 0), ("pytest_exit_rc1", 0)])
 def test_pytest_exit_in_a_test_is_an_early_end_not_a_tripwire(shapes_task, docker_ready, name,
@@ -107,13 +106,12 @@ def test_pytest_exit_in_a_test_is_an_early_end_not_a_tripwire(shapes_task, docke
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: SystemExit (argparse's parse_args() seeing pytest's argv) or "
-    "KeyboardInterrupt at a test module's import aborts pytest's collection (INTERNALERROR / "
-    "interrupted); pytest_collection_finish still runs, its 'items' record clears the "
-    "collector the supervisor was timing, so no module is blamed or left out and no session "
-    "follows: every public test is lost (public -1.0, 0.2147). Fix: an 'items' record while "
-    "a collector is open keeps that collector as the one the session ended in"))
+# Found by red-team red5 (closed): SystemExit (argparse's parse_args() seeing pytest's argv)
+# or KeyboardInterrupt at a test module's import aborts pytest's collection (INTERNALERROR /
+# interrupted); pytest_collection_finish still runs, its 'items' record clears the collector
+# the supervisor was timing, so no module is blamed or left out and no session follows:
+# every public test is lost (public -1.0, 0.2147). Fix: an 'items' record while a collector
+# is open keeps that collector as the one the session ended in
 @pytest.mark.parametrize("name", ["argparse_at_import", "keyboard_interrupt_at_import"])
 def test_an_exit_at_a_test_modules_import_leaves_only_that_module_out(shapes_task, docker_ready,
                                                                       name):
@@ -125,16 +123,16 @@ def test_an_exit_at_a_test_modules_import_leaves_only_that_module_out(shapes_tas
     assert rec.components["public_tests"] == pytest.approx(ONE_BROKEN, abs=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: records written by a forked copy of the pytest process are believed. "
-    "os.fork() whose child raises instead of leaving: the child runs on and reports the same "
-    "tests with other verdicts ('reported twice with different verdicts', 0.230); a daemonize "
-    "whose parent waits 0.5 s and exits 0: the child runs the rest of the session and writes "
-    "its session record (exit 1) before the parent's exit 0 ('session record says exit 1, "
-    "process exited 0', 0.036). Both tests_tampered, the public suite voided. (Parent exiting "
-    "at once: the test blamed is whichever one the child had started, by timing: on the local "
-    "backend test_at_exit once in two scores.) Fix: take records only from the pytest "
-    "process itself (an AF_UNIX socket with SO_PASSCRED gives each message's sender pid)"))
+# Found by red-team red5 (closed): records written by a forked copy of the pytest process
+# are believed. os.fork() whose child raises instead of leaving: the child runs on and
+# reports the same tests with other verdicts ('reported twice with different verdicts',
+# 0.230); a daemonize whose parent waits 0.5 s and exits 0: the child runs the rest of the
+# session and writes its session record (exit 1) before the parent's exit 0 ('session record
+# says exit 1, process exited 0', 0.036). Both tests_tampered, the public suite voided.
+# (Parent exiting at once: the test blamed is whichever one the child had started, by
+# timing: on the local backend test_at_exit once in two scores.) Fix: take records only from
+# the pytest process itself (an AF_UNIX socket with SO_PASSCRED gives each message's sender
+# pid)
 @pytest.mark.parametrize(("name", "expected"), [
     ("fork_child_fails_on", None), ("daemonize_parent_waits", {"test_detach": "crashed"})])
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -152,11 +150,10 @@ def test_a_forked_copy_of_the_test_process_is_no_tampering(shapes_task, request,
         assert rec.components["public_tests"] == pytest.approx(ONE_BROKEN, abs=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: os.closerange(3, 4096) in the pytest process closes the verdict channel; "
-    "the supervisor's fd check reads 'the verdict channel's fd now holds nothing' as the "
-    "channel rewired: tests_tampered, the public suite voided (0.231). A closed fd relays "
-    "nothing: it is the end of the session (the test running crashed), not tampering"))
+# Found by red-team red5 (closed): os.closerange(3, 4096) in the pytest process closes the
+# verdict channel; the supervisor's fd check reads 'the verdict channel's fd now holds
+# nothing' as the channel rewired: tests_tampered, the public suite voided (0.231). A closed
+# fd relays nothing: it is the end of the session (the test running crashed), not tampering
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_closing_every_inherited_fd_is_an_early_end(shapes_task, request, backend):
     request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
@@ -168,12 +165,11 @@ def test_closing_every_inherited_fd_is_an_early_end(shapes_task, request, backen
     assert rec.components["public_tests"] == pytest.approx(ONE_BROKEN, abs=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: os.kill(-1, SIGTERM) (a 'no pid yet' sentinel of -1) signals every process "
-    "of the sandbox user, the supervisor included: 'the runner's supervisor was killed before "
-    "it reported', tests_tampered, the public suite voided (0.028). The supervisor must not "
-    "die of a signal the tests' user sends to everything (ignore SIGTERM/SIGINT/SIGHUP there, "
-    "default in the child; or run it as another user)"))
+# Found by red-team red5 (closed): os.kill(-1, SIGTERM) (a 'no pid yet' sentinel of -1)
+# signals every process of the sandbox user, the supervisor included: 'the runner's
+# supervisor was killed before it reported', tests_tampered, the public suite voided
+# (0.028). The supervisor must not die of a signal the tests' user sends to everything
+# (ignore SIGTERM/SIGINT/SIGHUP there, default in the child; or run it as another user)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_kill_of_every_process_of_the_user_does_not_void_the_suite(shapes_task, request,
                                                                      backend):
@@ -186,13 +182,12 @@ def test_a_kill_of_every_process_of_the_user_does_not_void_the_suite(shapes_task
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: a non-daemon thread left running keeps every interpreter alive after its "
-    "work: the suites' supervisor kills the child item_timeout after its session record "
-    "(a 'test_timeout' with no test running, and a second session), and the mutation "
-    "runner (sys.exit after pytest.main) never exits: the per-patch deadline cuts the step, "
-    "mutation 0.0, 150 s of wall time (600 s on the toolz task), 0.7975 for a correct fix. "
-    "Fix: both runners os._exit once pytest.main returned and their last line is written"))
+# Found by red-team red5 (closed): a non-daemon thread left running keeps every interpreter
+# alive after its work: the suites' supervisor kills the child item_timeout after its
+# session record (a 'test_timeout' with no test running, and a second session), and the
+# mutation runner (sys.exit after pytest.main) never exits: the per-patch deadline cuts the
+# step, mutation 0.0, 150 s of wall time (600 s on the toolz task), 0.7975 for a correct
+# fix. Fix: both runners os._exit once pytest.main returned and their last line is written
 def test_a_thread_left_running_does_not_eat_the_per_patch_deadline(shapes_task, docker_ready):
     task, patches = shapes_task
     rec = score(task, patches["thread_left_running"], rollout_id="thread")
@@ -203,12 +198,11 @@ def test_a_thread_left_running_does_not_eat_the_per_patch_deadline(shapes_task, 
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: os.fork() without os._exit in the child, under mutation testing: the "
-    "grandchild returns into the mutant child's loop and writes a second verdict on the "
-    "mutant's pipe ('SS': crashed, or 'S': survived, by timing), the control included: "
-    "mutation 0.25 / 0.333 / 0.5 over three scores of the same patch (0.847 / 0.864 / 0.897). "
-    "Fix: in the mutant child, a process whose pid is not the child's never writes"))
+# Found by red-team red5 (closed): os.fork() without os._exit in the child, under mutation
+# testing: the grandchild returns into the mutant child's loop and writes a second verdict
+# on the mutant's pipe ('SS': crashed, or 'S': survived, by timing), the control included:
+# mutation 0.25 / 0.333 / 0.5 over three scores of the same patch (0.847 / 0.864 / 0.897).
+# Fix: in the mutant child, a process whose pid is not the child's never writes
 def test_mutation_of_code_that_forks_is_deterministic(shapes_task, docker_ready):
     task, patches = shapes_task
     recs = [score(task, patches["fork_child_runs_on"], rollout_id=f"forks-{i}")
@@ -217,11 +211,11 @@ def test_mutation_of_code_that_forks_is_deterministic(shapes_task, docker_ready)
 
 
 @DOCKER
-@pytest.mark.xfail(strict=True, reason=(
-    "red5 open: a test process that exits with status 86 (os._exit(86) in library code) is "
-    "read as the runner's audit hook stopping a subversion (SUBVERTED_EXIT): tripwire, -1.0, "
-    "though the hook's own line ('proctor: the code under test ...') is not in the output. "
-    "Fix: a tripwire only with the hook's line (or a record the hook sends); else an exit"))
+# Found by red-team red5 (closed): a test process that exits with status 86 (os._exit(86) in
+# library code) is read as the runner's audit hook stopping a subversion (SUBVERTED_EXIT):
+# tripwire, -1.0, though the hook's own line ('proctor: the code under test ...') is not in
+# the output. Fix: a tripwire only with the hook's line (or a record the hook sends); else
+# an exit
 def test_an_exit_status_86_without_the_audit_hooks_line_is_an_early_end(shapes_task,
                                                                          docker_ready):
     task, patches = shapes_task

@@ -378,7 +378,9 @@ def test_after():
 
 def test_a_test_that_interrupts_the_session_is_the_one_blamed(tmp_path):
     runner = _supervise(tmp_path, {"test_i.py": INTERRUPT}, "test_i.py")
-    assert runner.exit_code == 2 and runner.ended["why"] == "completed"
+    # the session record came while the test was still open: the session did not run to
+    # its end, whatever pytest's exit status says
+    assert runner.exit_code == 2 and runner.ended["why"] == "exited"
     assert runner.ended["item"] == "test_i.py::test_interrupts"
     assert end_reason(runner.ended, runner.exit_code, runner.report) == "interpreter_exit"
 

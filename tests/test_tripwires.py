@@ -3,6 +3,7 @@ real pytest on the host: it always fails, and it changes no other test's outcome
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_the_embedded_tripwire_fails_and_changes_nothing_else(tmp_path):
     for i in range(12):  # random module, donor, name and claim each time
         files, trip = embed_tripwire(HIDDEN)
         assert trip is not None and trip.module in ("tests/test_alpha.py", "tests/test_beta.py")
-        assert files[trip.module].startswith(HIDDEN[trip.module])  # appended, lines unchanged
+        assert _without(files[trip.module], trip.name) == _without(HIDDEN[trip.module], None)
         assert {k: v for k, v in files.items() if k != trip.module} == \
             {k: v for k, v in HIDDEN.items() if k != trip.module}
         words = trip.name[5:].split("_")
@@ -104,10 +105,34 @@ def test_the_embedded_tripwire_fails_and_changes_nothing_else(tmp_path):
     assert len(seen) == 2
 
 
+def _without(data: bytes, name: str | None) -> str:
+    """The module's AST (no positions) without the function ``name``: what the module was."""
+    tree = ast.parse(data)
+    tree.body = [n for n in tree.body if name is None or getattr(n, "name", None) != name]
+    return ast.dump(tree)
+
+
+def _tripwire_source(files: dict[str, bytes], trip) -> str:
+    text = files[trip.module].decode()
+    fn = next(n for n in ast.parse(text).body if getattr(n, "name", None) == trip.name)
+    return ast.get_source_segment(text, fn)
+
+
 def test_a_donor_that_may_return_early_is_not_copied():
     files, trip = embed_tripwire({"test_x.py": b"def test_a():\n    if True:\n        return\n"})
-    added = files["test_x.py"][len(b"def test_a():\n    if True:\n        return\n"):].decode()
+    added = _tripwire_source(files, trip)
     assert "return" not in added and added.count("assert") == 1
+
+
+def test_the_embedded_tripwire_is_not_always_its_modules_last_test():
+    # code that spares "each hidden module's last test" must not find it
+    places = set()
+    for _ in range(40):
+        files, trip = embed_tripwire({"test_m.py": HIDDEN["tests/test_alpha.py"]})
+        names = [n.name for n in ast.parse(files["test_m.py"]).body
+                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        places.add(names.index(trip.name) == len(names) - 1)
+    assert places == {True, False}
 
 
 def test_nothing_to_hide_among():

@@ -84,6 +84,16 @@ class MutationResult:
 # --------------------------------------------------------------------------- pure core
 
 
+def killer_targets(killers: list[str], killer_files: list[str], fallback: list[str]
+                   ) -> list[str]:
+    """The files the mutation session collects: those holding a killer (a test id's part
+    before ``::``) and the agent's killer files, in a stable order; ``fallback`` (every
+    suite's targets) when there are none. Modules without a killer are never imported
+    there: one that fails, hangs or exits at import costs the step nothing (pure)."""
+    files = sorted({k.split("::", 1)[0] for k in killers} | set(killer_files))
+    return files or list(fallback)
+
+
 def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
     """Test ids that may kill: passed in this patched run and not quarantined. Pure."""
     out = set()
@@ -291,7 +301,10 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                 waited = time.monotonic() - t_wait
                 budget = min(generated["budget_s"], runner_end - time.monotonic()
                              - RUNNER_MARGIN_S)
-                spec = generated | {"killers": allowed, "budget_s": max(1.0, budget)}
+                targets = killer_targets(allowed, generated["killer_files"],
+                                         generated.pop("targets"))
+                spec = generated | {"killers": allowed, "budget_s": max(1.0, budget),
+                                    "pytest_args": generated["pytest_args"] + targets}
         finally:  # the runner waits for a spec: always give it one, even to abort
             spec_ready.set_result(spec)
         res = runner.result()
@@ -342,9 +355,11 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
                         "-p", "pytest_timeout", "-p", "no:cacheprovider",
                         f"--timeout={task.config.timeouts.per_test:g}",
-                        "--import-mode=prepend", "-q", "-s", "--no-header", "--color=no",
-                        "--assert=plain",  # verdicts need no assertion introspection
-                        *task.config.tests.public, *task.hidden_files, *agent_ok],
+                        "--import-mode=prepend", "--continue-on-collection-errors",
+                        "-q", "-s", "--no-header", "--color=no",
+                        "--assert=plain"],  # verdicts need no assertion introspection
+        # the caller collects only the killers' modules (:func:`killer_targets`)
+        "targets": [*task.config.tests.public, *task.hidden_files, *agent_ok],
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
         "control": control, "control_at": control_position(len(chosen), rng),
         "nonce": secrets.token_hex(16), "workers": workers,

@@ -79,10 +79,12 @@ ITEM_TIMEOUT_FACTOR = 1.2
 ITEM_TIMEOUT_SLACK_S = 2.0
 #: A session needs at least this long (s) to be worth starting.
 MIN_SESSION_S = 2.0
-#: Share of a suite's budget (at most ``VOUCH_RESERVE_MAX_S`` seconds) kept back from its
+#: Share of a suite's budget (at least ``VOUCH_RESERVE_MIN_S``, at most
+#: ``VOUCH_RESERVE_MAX_S`` seconds, at most half the budget) kept back from its
 #: sessions: when the budget runs out before a session's tripwires reported, a last session
 #: runs only the passes it did not vouch for, and the tripwires, in what was kept back.
 VOUCH_RESERVE_SHARE = 0.15
+VOUCH_RESERVE_MIN_S = 4.0
 VOUCH_RESERVE_MAX_S = 30.0
 #: Why a session ended early (see the module docstring).
 EARLY_END_REASONS = ("test_timeout", "collection_error", "resource_limit",
@@ -209,6 +211,9 @@ class StreamedReport:
     conflicts: list[str] = field(default_factory=list)
     malformed: int = 0
     items: list[str] | None = None
+    #: Records in an order or number the plugin never writes them (pytest runs one test
+    #: at a time, in the order of ``items``, and the plugin says each thing once).
+    anomalies: list[str] = field(default_factory=list)
 
 
 def parse_records(records: list[str]) -> StreamedReport:
@@ -218,6 +223,7 @@ def parse_records(records: list[str]) -> StreamedReport:
     code that found the channel (a record nested 50,000 deep once made ``json.loads`` raise
     RecursionError on the host, and the rollout came back unscored)."""
     rep = StreamedReport()
+    order = _Order(rep)
     for line in records:
         try:
             obj = json.loads(line)
@@ -228,9 +234,13 @@ def parse_records(records: list[str]) -> StreamedReport:
         if kind not in RECORD_KINDS:
             rep.malformed += 1
         elif kind == "started":
+            order.once("started")
             rep.started = True
+        elif kind == "start":
+            order.start(str(obj.get("id")))
         elif kind == "test":
             nodeid, outcome = str(obj.get("id")), str(obj.get("outcome"))
+            order.finish(nodeid)
             if rep.outcomes.get(nodeid, outcome) != outcome:
                 rep.conflicts.append(nodeid)
             rep.outcomes[nodeid] = outcome
@@ -242,6 +252,7 @@ def parse_records(records: list[str]) -> StreamedReport:
                 except ValueError:
                     rep.malformed += 1
                     continue
+            order.running(nodeid, "a raw verdict")
             if rep.raw.get(nodeid, verdict) != verdict:
                 rep.conflicts.append(nodeid)
             rep.raw[nodeid] = verdict
@@ -250,14 +261,62 @@ def parse_records(records: list[str]) -> StreamedReport:
         elif kind == "tamper":
             rep.tamper.append(str(obj.get("why"))[:300])
         elif kind == "session":
+            order.once("session")
             rep.session = obj
         elif kind == "items":
             ids = obj.get("ids")
             if isinstance(ids, list):
-                rep.items = [str(i) for i in ids]
+                order.items([str(i) for i in ids], obj.get("last", True) is not False)
             else:
                 rep.malformed += 1
     return rep
+
+
+class _Order:
+    """The order checks of :func:`parse_records`: ``items`` once (in parts, the last one
+    marked), ``started`` and ``session`` once, a test's ``start`` only when no other is
+    open and only for a collected test, its raw verdict and its ``test`` record only while
+    it is the one open."""
+
+    def __init__(self, rep: StreamedReport) -> None:
+        self.rep, self.open, self.seen = rep, None, set()
+        self.listed: set[str] | None = None
+        self.items_done = False
+
+    def _odd(self, why: str) -> None:
+        if len(self.rep.anomalies) < 20:
+            self.rep.anomalies.append(why[:300])
+
+    def once(self, kind: str) -> None:
+        if kind in self.seen:
+            self._odd(f"a second {kind!r} record")
+        self.seen.add(kind)
+
+    def items(self, ids: list[str], last: bool) -> None:
+        if self.items_done:
+            self._odd("a second 'items' record after the list was complete")
+            return
+        self.rep.items = (self.rep.items or []) + ids
+        self.items_done = last
+        if last:
+            self.listed = set(self.rep.items)
+
+    def start(self, nodeid: str) -> None:
+        if self.open is not None:
+            self._odd(f"{nodeid} started while {self.open} was still running")
+        if self.listed is not None and nodeid not in self.listed:
+            self._odd(f"{nodeid} started but was never collected")
+        self.open = nodeid
+
+    def running(self, nodeid: str, what: str) -> None:
+        if self.open is not None and nodeid != self.open:
+            self._odd(f"{what} for {nodeid} while {self.open} was running")
+        elif self.open is None and self.listed is not None:
+            self._odd(f"{what} for {nodeid} while no test was running")
+
+    def finish(self, nodeid: str) -> None:
+        self.running(nodeid, "a verdict")
+        self.open = None
 
 
 @dataclass
@@ -397,6 +456,10 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
         tripwire = "a must-fail tripwire hidden among the hidden tests passed"
     elif fail is None and finished:
         tripwire = "tripwire missing from a session that ran to its end"
+    elif finished and embedded is not None and hidden_fail is None and any(
+            embedded.matches(k) for k in report.items or ()):
+        tripwire = "the tripwire hidden among the hidden tests is missing from a session " \
+                   "that ran to its end"
     unproven = sorted(k for k, v in real.items() if v == "passed" and report.raw.get(k) !=
                       "passed")
     if unproven:
@@ -411,6 +474,8 @@ def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: T
     if report.malformed:
         tampered.append(f"{report.malformed} record(s) on the verdict channel that the plugin "
                         "never writes: forged records")
+    tampered += [f"records the plugin never writes in this order: {why}"
+                 for why in report.anomalies[:3]]
     if foreign_lines:
         tampered.append(f"{foreign_lines} line(s) on the verdict channel without the run's "
                         "nonce: forged records")
@@ -586,7 +651,8 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     progress = SuiteProgress(f"{embedded.module}::{embedded.name}" if embedded else None)
     last: RunnerResult | None = None
     command, exit_code, output, duration = "", 0, "", 0.0
-    reserve = min(VOUCH_RESERVE_MAX_S, VOUCH_RESERVE_SHARE * suite_timeout)
+    reserve = min(VOUCH_RESERVE_MAX_S, 0.5 * suite_timeout,
+                  max(VOUCH_RESERVE_MIN_S, VOUCH_RESERVE_SHARE * suite_timeout))
     vouching = False  # the last session: only what the budget's end left unvouched
     while True:
         left = suite_timeout - (time.monotonic() - start)
@@ -680,11 +746,12 @@ def _judged_session(runner: RunnerResult, trip: Tripwire, embedded: EmbeddedTrip
                 and runner.exit_code in COMPLETED_EXIT)
     real, tampered, tripwire = judge_report(report, runner.exit_code, finished, trip,
                                             embedded, runner.foreign_lines, runner.channel)
-    if runner.exit_code == SUBVERTED_EXIT and ended.get("why") != "deadline":
-        marker = "proctor: the code under test "
+    marker = "proctor: the code under test "
+    if runner.exit_code == SUBVERTED_EXIT and ended.get("why") != "deadline" and \
+            marker in runner.output:
+        # (the status alone is no evidence: library code may exit 86 of its own)
         tripwire = ("the runner's audit hook stopped the code under test: "
-                    + (runner.output.rsplit(marker, 1)[-1].strip()[:200]
-                       if marker in runner.output else f"exit status {SUBVERTED_EXIT}"))
+                    + runner.output.rsplit(marker, 1)[-1].strip()[:200])
     reason = end_reason(ended, runner.exit_code, report)
     if reason is None and not finished and runner.exit_code not in COMPLETED_EXIT + (5,):
         reason = "interpreter_exit"

@@ -2,7 +2,8 @@
 
 The stand-alone tripwire module (:class:`proctor.suites.pytest_runner.Tripwire`) lives in its
 own directory, so code that fakes verdicts could spare it by its path or its two-line body.
-This one is appended to a randomly chosen hidden test module, under a name made of words of
+This one is put into a randomly chosen hidden test module, before one of its test functions
+(or at its end) drawn at random, under a name made of words of
 the suite's own test names, with the body of one of that module's real tests followed by an
 assertion that cannot hold. Code under test that makes failing tests pass cannot tell it
 from the hidden tests it wants to fake, which it has never seen: if it passes, the runner
@@ -136,11 +137,23 @@ def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
         body = "\n".join(ln[len(indent):] if ln.startswith(indent) else ln
                          for ln in lines[start - 1:end]) + "\n"
     claim = rng.choice(FALSE_ASSERTS).format(x=rng.choice(_module_names(tree))) + "\n"
-    sep = b"" if files[path].endswith(b"\n") else b"\n"
+    # Before a test function drawn at random, or at the end: never always the last test
+    # of its module, where code that spares "each module's last test" would find it.
+    anchors = sorted({min([n.lineno] + [d.lineno for d in n.decorator_list])
+                      for n in tree.body if isinstance(n, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef))
+                      and n.name.startswith("test")})
+    at = rng.choice([*anchors, None])
+    raw_lines = files[path].splitlines(keepends=True)
     for head, lines in ((args, body + claim), ("", claim)):  # the copy must not break it
-        source = f"\n\ndef {name}({head}):\n" + "".join(
+        source = f"def {name}({head}):\n" + "".join(
             f"    {ln}\n" if ln else "\n" for ln in lines.splitlines())
-        data = files[path] + sep + source.encode()
+        if at is None:
+            sep = b"" if files[path].endswith(b"\n") else b"\n"
+            data = files[path] + sep + b"\n\n" + source.encode()
+        else:
+            data = b"".join(raw_lines[:at - 1]) + source.encode() + b"\n\n" + \
+                b"".join(raw_lines[at - 1:])
         try:
             parse(data.decode("utf-8"), path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -2,13 +2,15 @@
 
 Built by :func:`make_plugin` *before* ``pytest.main`` (so before any code of the repository
 runs) and handed to pytest as an object; each record is a line ``NONCE JSON`` written to the
-verdict channel (an inherited pipe at an unpredictable fd). Records, in order:
+verdict channel (an inherited socket at an unpredictable fd, one record a message).
+Records, in order:
 
 * ``{"k": "started"}``: the plugin exists (no record at all means a harness fault);
 * ``{"k": "collect", "id"}`` when a collector starts, ``{"k": "collected", "id"}`` when
   it ends (with ``"failed": true`` and a ``collection_error`` record when it failed): the
   supervisor knows which module an import that hangs or kills the process belongs to;
-* ``{"k": "items", "ids"}``: the test ids this session will run, once collection is done;
+* ``{"k": "items", "ids", "last"}``: the test ids this session will run, in order, once
+  collection is done (in several records for a big suite, the last with ``"last": true``);
 * ``{"k": "start", "id"}``: a test begins (setup, call, teardown follow): the supervisor
   times each test from here and knows which one a hang or a dead process belongs to;
 * ``{"k": "raw", "id", "v"}``: the verdict of the test function's own call, taken inside a
@@ -178,6 +180,9 @@ def _raw_call(state, *args, **kwargs):
     return result
 
 
+#: Bytes of test ids per ``items`` record (the verdict channel carries one record per
+#: message, at most 256 KiB).
+ITEMS_CHUNK_BYTES = 32 * 1024
 #: Outcomes of a test's call reports, worst last: the worst one reported wins.
 _CALL_RANK = {None: 0, "passed": 1, "skipped": 2, "xfailed": 3, "xpassed": 4, "failed": 5,
               "timeout": 6}
@@ -286,7 +291,15 @@ class _ReportPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
-        self._send({"k": "items", "ids": [item.nodeid for item in session.items]})
+        ids = [item.nodeid for item in session.items]
+        chunk, size = [], 0
+        for nodeid in ids:  # one message each, well under the channel's message size
+            if size > ITEMS_CHUNK_BYTES:
+                self._send({"k": "items", "ids": chunk, "last": False})
+                chunk, size = [], 0
+            chunk.append(nodeid)
+            size += len(nodeid) + 4
+        self._send({"k": "items", "ids": chunk, "last": True})
         for label, _ in _changed(self._everything):
             self._tamper(f"replaced during collection: {label}")
         self._hooks = self._impls()

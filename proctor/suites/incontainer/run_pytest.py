@@ -9,11 +9,17 @@ Two processes (DESIGN section 5, "streamed to the harness"):
 
 * The **supervisor** (this process) makes itself non-dumpable, so the code under test (same
   user) can neither read its ``/proc/PID/fd`` nor attach to it, forks the pytest child and
-  reads two pipes: the child's stdout+stderr, and the verdict channel of Proctor's plugin.
+  reads two channels: a pipe with the child's stdout+stderr, and the verdict channel of
+  Proctor's plugin, a ``SOCK_SEQPACKET`` socket pair with ``SO_PASSCRED``: one record a
+  message, each carrying the pid the kernel says sent it. Only the pytest process's own
+  records count: a forked copy of it (a test that forks and whose child goes on running
+  pytest) writes nothing the supervisor believes (it counts them, ``other_processes``).
+  It ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT (``kill(-1, SIGTERM)`` in a test cannot
+  end it; the child has them back).
   It alone writes to the exec's stdout: one line ``PROCTOR-RESULT <base64(zlib(JSON))>``
   with every record the plugin streamed, the child's exit status, whether the deadline
-  (``--deadline``, seconds) killed it, how many lines on the channel did not carry the run's
-  nonce, and the tail of the child's output (or, past ``INLINE_RESULT_MAX``, the line
+  (``--deadline``, seconds) killed it, how many records on the channel did not carry the
+  run's nonce, and the tail of the child's output (or, past ``INLINE_RESULT_MAX``, the line
   ``PROCTOR-RESULT-FILE <path> <sha256>`` naming a file with the same content), and how
   many processes of the user outlived the child (``stray_processes``: the harness kills
   them before the next step, and skips that kill when there are none). Exit status: the
@@ -24,15 +30,20 @@ Two processes (DESIGN section 5, "streamed to the harness"):
   the per-test limit enforced from outside the process, which code under test cannot
   disable (pytest-timeout's SIGALRM inside the child is the first, gentler limit). The
   result says how the session ended (``ended``: ``completed``, ``item_timeout``,
-  ``deadline`` or ``exited``; the phase and the test or collector that was running; the
-  signal; whether the memory cgroup's OOM killer fired), so the harness can tell an honest
+  ``deadline``, ``channel_closed`` (the code under test closed the channel's fd) or
+  ``exited``; the phase and the test or collector that was running, also when the session
+  record came while a test or a collector was still open, as ``pytest.exit()`` in a test or
+  ``SystemExit`` at a module's import do; the signal; whether the memory cgroup's OOM
+  killer fired), so the harness can tell an honest
   early end from tampering and go on in a new session without what was judged.
   The supervisor is the child subreaper of everything the child starts: whatever the code
   under test leaves running (daemons included) is killed before the result is printed.
 * The **child** runs pytest with the plugin object given to ``pytest.main(plugins=...)``
-  (never by name: ``-p no:...`` cannot unload it). The channel's write end sits at a random
-  fd number that is in neither the environment nor argv, and every record carries a nonce
-  drawn by the supervisor, so a line forged by the code under test is counted, not believed.
+  (never by name: ``-p no:...`` cannot unload it), then ends with ``os._exit`` (a thread
+  or an ``atexit`` handler the tests left behind cannot keep it alive). The channel's
+  write end sits at a random fd number that is in neither the environment nor argv, and
+  every record carries a nonce drawn by the supervisor, so a record forged by the code
+  under test is counted, not believed.
 
 ``-I`` ignores PYTHON* variables and user site; the harness directory goes first on
 ``sys.path`` and the repository under test *last*, so a module in the repo can never shadow
@@ -45,6 +56,7 @@ harness reads as a flipped tripwire. Only ``types.coroutine`` may set ``__code__
 """
 
 import os
+import signal
 import sys
 
 SUBVERTED_EXIT = 86  # proctor.suites.pytest_runner.SUBVERTED_EXIT
@@ -53,11 +65,15 @@ HARNESS_ERROR = "PROCTOR-HARNESS-ERROR "  # proctor.suites.pytest_runner.HARNESS
 RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "  # proctor.suites.pytest_runner.RESULT_FILE_PREFIX
 INLINE_RESULT_MAX = 128 * 1024  # bytes of base64 printed inline (the exec output cap: 256 KiB)
 OUTPUT_TAIL = 16 * 1024  # bytes of the child's output kept
+MAX_RECORD_BYTES = 256 * 1024  # one message of the verdict channel, at most
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 #: Signals the kernel sends for a resource limit (RLIMIT_FSIZE, RLIMIT_CPU).
 LIMIT_SIGNALS = {25: "file_size", 24: "cpu_time"}
 #: Where the memory cgroup counts its OOM kills (a line ``oom_kill N``): cgroup v2, v1.
+#: Signals the supervisor ignores (the child gets the default back): a test that signals
+#: every process of the user must not end the harness's own process.
+SUPERVISOR_IGNORES = (1, 2, 3, 15)  # SIGHUP, SIGINT, SIGQUIT, SIGTERM
 MEMORY_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
@@ -197,6 +213,8 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
                 fh.write("1000")
         except OSError:
             pass
+        for signum in SUPERVISOR_IGNORES:
+            signal.signal(signum, signal.SIG_DFL)
         os.dup2(rec_fd, fd, inheritable=False)
         os.close(rec_fd)
         changed = None
@@ -220,38 +238,53 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
         os._exit(3)
     import pytest
 
-    sys.exit(int(pytest.main(args, plugins=[plugin])))
+    code = 3
+    try:
+        code = int(pytest.main(args, plugins=[plugin]))
+    except BaseException:  # noqa: BLE001 - reported on the output; the exit status says it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the code under test may have closed it
+                pass
+        os._exit(code)
 
 
 class _Streams:
-    """What the supervisor reads: nonce-tagged records, forged lines, the output's tail, and
+    """What the supervisor reads: nonce-tagged records, forged ones, the output's tail, and
     (from the records) what the child is doing now: ``current`` is ``(phase, id)`` of the
     test or collector running (phase ``test`` or ``collect``; None between them), ``since``
-    when it started or when the child last said anything."""
+    when it started or when the child last said anything; ``collecting``: the collector
+    started and not yet done (kept when collection is cut short)."""
 
     def __init__(self, nonce, now):
         self.tag = nonce.encode() + b" "
-        self.buf, self.out = b"", bytearray()
-        self.out_total, self.records, self.foreign = 0, [], 0
-        self.current, self.since, self.phase = None, now, "startup"
+        self.out = bytearray()
+        self.out_total, self.records, self.foreign, self.others = 0, [], 0, 0
+        self.current, self.since, self.phase, self.collecting = None, now, "startup", None
 
-    def take(self, which, chunk, now=0.0):
-        if which == "out":
-            self.out_total += len(chunk)
-            self.out += chunk
-            del self.out[:-OUTPUT_TAIL]
+    def output(self, chunk):
+        self.out_total += len(chunk)
+        self.out += chunk
+        del self.out[:-OUTPUT_TAIL]
+
+    def message(self, data, own, now=0.0):
+        """One message of the verdict channel; ``own``: the kernel says the pytest process
+        itself sent it (a forked copy of it does not count)."""
+        if not own:
+            self.others += 1
             return
-        self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
-        for line in lines:
-            if line.startswith(self.tag):
-                text = line[len(self.tag):].decode("utf-8", "replace")
-                self.records.append(text)
-                self._follow(text, now)
-            elif line:
-                self.foreign += 1
-        if len(self.buf) > 1 << 20:  # an endless line: not ours
-            self.buf, self.foreign = b"", self.foreign + 1
+        line = data[:-1] if data.endswith(b"\n") else data
+        if line.startswith(self.tag) and b"\n" not in line:
+            text = line[len(self.tag):].decode("utf-8", "replace")
+            self.records.append(text)
+            self._follow(text, now)
+        elif data:
+            self.foreign += 1
 
     def _follow(self, text, now):
         import json
@@ -265,23 +298,42 @@ class _Streams:
             return  # written from inside a test: no change of what is running
         self.since = now
         if kind == "collect":
-            self.current, self.phase = ("collect", ident), "collect"
+            self.current, self.phase, self.collecting = ("collect", ident), "collect", ident
         elif kind == "start":
             self.current, self.phase = ("test", ident), "test"
-        elif kind in ("collected", "test"):
+        elif kind == "collected":
+            self.current = None
+            if ident == self.collecting:
+                self.collecting = None
+        elif kind == "test":
             self.current = None
         elif kind == "items":
-            self.current, self.phase = None, "run"
-        elif kind == "session":  # a test still open was interrupted (KeyboardInterrupt)
+            self.phase = "run"
+            if self.current and self.current[0] == "collect":
+                self.current = None  # collection was cut short: `collecting` says where
+        elif kind == "session":  # a test still open was interrupted (pytest.exit)
             self.phase = "finish"
 
+    def blamed(self):
+        """(phase, (kind, id) or None): what the session was in when it ended: the open
+        test, else the collector whose collection never finished."""
+        if self.current is None and self.collecting is not None:
+            return self.phase, ("collect", self.collecting)
+        return self.phase, self.current
 
-def _channel_check(pid, fd, pipe):
+
+#: ``_channel_check``'s answer when the child closed the channel's fd (and holds no copy).
+CLOSED = "closed"
+
+
+def _channel_check(pid, fd, link):
     """Why the child's verdict channel is no longer what the supervisor gave it, or None:
-    fd ``fd`` of ``pid`` must be the channel's pipe (``pipe``: its ``/proc`` link text) and
+    fd ``fd`` of ``pid`` must be the channel's socket (``link``: its ``/proc`` link text) and
     no other fd of the child may be (code under test that dup'ed the channel away, put a
-    pipe of its own at the fd and relayed the plugin's records rewritten). None as well
-    when the child's fd table cannot be read (it has exited)."""
+    channel of its own at the fd and relayed the plugin's records rewritten). :data:`CLOSED`
+    when the fd is closed and nothing else holds it (the code closed its inherited fds: no
+    record can come any more, no record was rewritten either). None as well when the
+    child's fd table cannot be read (it has exited)."""
     where = f"/proc/{pid}/fd"
     try:
         links = {}
@@ -294,11 +346,13 @@ def _channel_check(pid, fd, pipe):
         return None
     if not links:
         return None
-    if links.get(fd) != pipe:
-        return f"the verdict channel's fd now holds {links.get(fd, 'nothing')!r:.60}"
-    others = sorted(n for n, link in links.items() if link == pipe and n != fd)
+    others = sorted(n for n, target in links.items() if target == link and n != fd)
     if others:
         return f"the verdict channel was duplicated to fd {others[0]}"
+    if fd not in links:
+        return CLOSED
+    if links[fd] != link:
+        return f"the verdict channel's fd now holds {links[fd]!r:.60}"
     return None
 
 
@@ -312,7 +366,7 @@ def _exiting(pid):
         return True
 
 
-def _confirmed(pid, fd, pipe):
+def _confirmed(pid, fd, link):
     """:func:`_channel_check` once more, a moment later, unless the child is exiting by
     then: a process that dies (a segfault, say) closes its fds one by one, so a look at a
     table half torn down finds the channel gone without anyone having moved it."""
@@ -321,7 +375,7 @@ def _confirmed(pid, fd, pipe):
     time.sleep(0.02)
     if _exiting(pid):
         return None
-    why = _channel_check(pid, fd, pipe)
+    why = _channel_check(pid, fd, link)
     return None if why and _exiting(pid) else why
 
 
@@ -404,28 +458,53 @@ def _kill_descendants(rounds=50):
     return killed
 
 
-def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None, item_timeout=None):
+def _receive(sock, pid):
+    """One message of the verdict channel: (data, sent by ``pid`` itself), or (b"", True) at
+    its end. The sender's pid comes from the kernel (``SCM_CREDENTIALS``), not the sender."""
+    import socket
+    import struct
+
+    data, anc, _flags, _ = sock.recvmsg(MAX_RECORD_BYTES, socket.CMSG_SPACE(12))
+    sender = None
+    for level, kind, payload in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and \
+                len(payload) >= 12:
+            sender = struct.unpack("iII", payload[:12])[0]
+    return data, sender == pid
+
+
+def _supervise(pid, sock, out_r, nonce, deadline, fd=None, item_timeout=None, link=None):
     import selectors
     import signal
     import time
 
-    pipe = f"pipe:[{os.fstat(rec_r).st_ino}]"
     channel = []
     start = time.monotonic()
     sel = selectors.DefaultSelector()
-    sel.register(rec_r, selectors.EVENT_READ, "rec")
+    sel.register(sock.fileno(), selectors.EVENT_READ, "rec")
     sel.register(out_r, selectors.EVENT_READ, "out")
     streams = _Streams(nonce, start)
     status, killed, drain_until, blamed = None, None, None, None
 
     def kill_child(why):
         nonlocal killed, blamed
-        killed, blamed = why, (streams.phase, streams.current)
+        killed, blamed = why, streams.blamed()
         for target in (-pid, pid):
             try:
                 os.kill(target, signal.SIGKILL)
             except OSError:
                 pass
+
+    def read(key, now):
+        if key.data == "out":
+            chunk = os.read(key.fd, 65536)
+            if chunk:
+                streams.output(chunk)
+            return bool(chunk)
+        data, own = _receive(sock, pid)
+        if data:
+            streams.message(data, own, now)
+        return bool(data)
 
     while sel.get_map():
         now = time.monotonic()
@@ -433,39 +512,37 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None, item_timeout=None):
             status = _reap(pid)
             if status is not None:
                 drain_until = now + 0.5
-                _kill_descendants()  # what it left behind holds the pipes open
+                _kill_descendants()  # what it left behind holds the channels open
             elif killed is None and deadline is not None and now - start > deadline:
                 kill_child("deadline")
             elif killed is None and item_timeout is not None and \
                     now - streams.since > item_timeout:
                 kill_child("item_timeout")
         if drain_until is not None and now > drain_until:
-            # Something still holds a pipe open: take what is buffered (the child's last
+            # Something still holds a channel open: take what is buffered (the child's last
             # records are there even if we were slow), then stop.
             for key in list(sel.get_map().values()):
                 os.set_blocking(key.fd, False)
-                for _ in range(64):
+                for _ in range(4096):
                     try:
-                        chunk = os.read(key.fd, 65536)
+                        if not read(key, now):
+                            break
                     except BlockingIOError:
                         break
-                    if not chunk:
-                        break
-                    streams.take(key.data, chunk, now)
             break
         for key, _ in sel.select(timeout=0.05):
-            chunk = os.read(key.fd, 65536)
-            if chunk:
-                streams.take(key.data, chunk, time.monotonic())
-            else:
+            if not read(key, time.monotonic()):
                 sel.unregister(key.fd)
         # Once the plugin has started (the child has put the channel in place), on every
         # round: the channel is still the child's, at its fd, and nowhere else.
-        if fd is not None and status is None and streams.records and not channel:
-            why = _channel_check(pid, fd, pipe)
+        if fd is not None and status is None and streams.records and not channel \
+                and killed is None:
+            why = _channel_check(pid, fd, link)
             if why:
-                why = _confirmed(pid, fd, pipe)
-            if why:
+                why = _confirmed(pid, fd, link)
+            if why == CLOSED:
+                kill_child("channel_closed")  # nothing more can be reported
+            elif why:
                 channel.append(why)
     if status is None:
         while status is None:
@@ -474,20 +551,18 @@ def _supervise(pid, rec_r, out_r, nonce, deadline, fd=None, item_timeout=None):
                 time.sleep(0.01)
     code = os.waitstatus_to_exitcode(status)
     if blamed is None:
-        blamed = (streams.phase, streams.current)
-    # A last line cut short is a record the child was writing when it died (or was
-    # killed): torn, not forged. A session that ended by itself writes whole lines.
-    torn = bool(streams.buf) and (killed is not None or code < 0 or streams.phase != "finish")
-    if streams.buf and not torn:
-        streams.foreign += 1
+        blamed = streams.blamed()
     phase, current = blamed
-    ended = {"why": killed or ("completed" if phase == "finish" else "exited"),
+    finished = phase == "finish" and not (current and current[0] == "test") and \
+        streams.collecting is None
+    ended = {"why": killed or ("completed" if finished else "exited"),
              "phase": phase, "item": current[1] if current else None,
              "item_phase": current[0] if current else None,
-             "signal": -code if code < 0 else None, "torn": torn}
+             "signal": -code if code < 0 else None}
     return {"records": streams.records, "exit": code if code >= 0 else 128 - code,
             "signal": -code if code < 0 else None, "timed_out": killed == "deadline",
-            "foreign_lines": streams.foreign, "channel": channel, "ended": ended,
+            "foreign_lines": streams.foreign, "other_processes": streams.others,
+            "channel": channel, "ended": ended,
             "output": streams.out.decode("utf-8", "replace"),
             "output_bytes": streams.out_total}
 
@@ -539,24 +614,30 @@ def _emit(result, out_dir):
 
 def main():
     import secrets
+    import socket
 
     repo, own, args = _parse_argv(sys.argv)
     try:
         _set_dumpable(False)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        for signum in SUPERVISOR_IGNORES:
+            signal.signal(signum, signal.SIG_IGN)
         skip = _read_skip(own.get("skip_from"))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     except Exception as exc:
         sys.stdout.write(f"{HARNESS_ERROR}cannot prepare the supervisor: {exc!r}\n")
         sys.stdout.flush()
         os._exit(3)
+    rec_w = theirs.detach()
+    link = f"socket:[{os.fstat(rec_w).st_ino}]"
     nonce = secrets.token_hex(16)
-    rec_r, rec_w = os.pipe()
     out_r, out_w = os.pipe()
     fd = _free_fd()
     oom_before = _oom_kills()
     pid = os.fork()
     if pid == 0:
-        os.close(rec_r)
+        ours.close()
         os.close(out_r)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
@@ -566,7 +647,8 @@ def main():
         os._exit(3)  # not reached
     os.close(rec_w)
     os.close(out_w)
-    result = _supervise(pid, rec_r, out_r, nonce, own["deadline"], fd, own["item_timeout"])
+    result = _supervise(pid, ours, out_r, nonce, own["deadline"], fd, own["item_timeout"],
+                        link)
     result["killed_descendants"] = _kill_descendants()
     oom_after = _oom_kills()
     result["ended"]["oom"] = (oom_before is not None and oom_after is not None
