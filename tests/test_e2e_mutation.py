@@ -142,9 +142,13 @@ def test_no_mutants_on_changed_lines_is_null_with_reason_and_reshared(scored):
 ])
 def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(
         toolz_task, toolz_patches, monkeypatch, host_mutants, what_failed):
+    import proctor.suites.mutant_generator as mutant_generator
     import proctor.suites.mutation as mutation
 
     monkeypatch.setenv("PROCTOR_HOST_MUTANTS", host_mutants)
+    # a loaded machine can take the host generator past its 10 s answer time, and the
+    # sandbox then generates (the other case's path): give it the step's whole half
+    monkeypatch.setattr(mutant_generator, "REQUEST_TIMEOUT_S", 600.0)
     monkeypatch.setattr(mutation, "PYTHON", "/nonexistent/python3")
     rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "scored" and rec.flags.degraded is True
