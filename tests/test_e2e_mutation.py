@@ -146,9 +146,12 @@ def test_mutmut_failing_to_start_is_null_and_degraded_never_zero(
     import proctor.suites.mutation as mutation
 
     monkeypatch.setenv("PROCTOR_HOST_MUTANTS", host_mutants)
-    # a loaded machine can take the host generator past its 10 s answer time, and the
-    # sandbox then generates (the other case's path): give it the step's whole half
+    # a loaded machine can take the host generator past its start and answer times, and
+    # the sandbox then generates (the other case's path): give it the step's whole half,
+    # and a pool of its own, whatever earlier tests left in the process-wide one
     monkeypatch.setattr(mutant_generator, "REQUEST_TIMEOUT_S", 600.0)
+    monkeypatch.setattr(mutant_generator, "START_TIMEOUT_S", 600.0)
+    monkeypatch.setattr(mutant_generator, "_pools", {})
     monkeypatch.setattr(mutation, "PYTHON", "/nonexistent/python3")
     rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "scored" and rec.flags.degraded is True

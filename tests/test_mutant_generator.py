@@ -182,3 +182,56 @@ def test_tools_that_cannot_be_found_are_not_looked_for_again(monkeypatch):
     assert mutant_generator.generate(Image(), src) is None
     assert len(calls) == 1
     assert mutant_generator._pools["image:sha256:none"].broken
+
+
+@pytest.mark.docker
+def test_an_idle_generator_that_died_is_replaced_not_the_end_of_host_generation(
+        docker_ready, monkeypatch):
+    # a generator killed while idle (OOM killer, a signal to its group) made the next
+    # request fail and, with it, host generation for the rest of the batch
+    monkeypatch.setattr(mutant_generator, "_pools", {})
+    src = {"pkg/m.py": ("def f(a):\n    return a + 1\n", [2])}
+    with DockerSandbox(docker_ready) as sb:
+        first = mutant_generator.generate(sb, src)
+        pool = mutant_generator._pool_for(sb)
+        [server] = pool.idle
+        server.proc.kill()
+        server.proc.wait()
+        again = mutant_generator.generate(sb, src)
+        assert again is not None and again["mutants"] == first["mutants"]
+        [fresh] = pool.idle
+        assert fresh is not server and fresh.alive
+        # a server that dies under a request it had taken is replaced once, too
+        fresh.proc.kill()
+        assert mutant_generator.generate(sb, src)["mutants"] == first["mutants"]
+    mutant_generator.close_all()
+
+
+def test_a_generator_that_could_not_start_is_tried_again_after_the_cool_down(tmp_path):
+    # a start that timed out on a loaded machine disabled host generation for good
+    starts = tmp_path / "starts"
+    pool = mutant_generator._Pool([["sh", "-c", f"echo x >> {starts}"]])
+    src = {"pkg/m.py": {"code": "x = 1\n", "lines": [1]}}
+    assert pool.generate(src, 1.0) is None and pool.broken
+    assert pool.generate(src, 1.0) is None  # within the cool-down: not started again
+    assert starts.read_text().count("x") == 1
+    pool.broken_at -= mutant_generator.BROKEN_RETRY_S + 1
+    assert pool.generate(src, 1.0) is None
+    assert starts.read_text().count("x") == 2
+
+
+def test_tools_not_found_are_looked_for_again_after_the_cool_down(monkeypatch):
+    calls = []
+    monkeypatch.setattr(mutant_generator, "_image_site_packages",
+                        lambda sb: calls.append(sb))
+    monkeypatch.setattr(mutant_generator, "_pools", {})
+
+    class Image:
+        image_id = "sha256:none"
+
+    src = {"pkg/m.py": ("def f(a):\n    return a\n", [2])}
+    assert mutant_generator.generate(Image(), src) is None
+    mutant_generator._pools["image:sha256:none"].broken_at -= (
+        mutant_generator.BROKEN_RETRY_S + 1)
+    assert mutant_generator.generate(Image(), src) is None
+    assert len(calls) == 2

@@ -52,6 +52,8 @@ MEMORY_LIMIT_BYTES = 2 << 30
 #: Seconds to wait for a generator to load mutmut, and for one answer by default.
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 10.0
+#: Seconds a pool whose generator could not start waits before it is tried again.
+BROKEN_RETRY_S = 300.0
 SITE_PACKAGES = f"/opt/proctor/venv/lib/python{SANDBOX_PYTHON}/site-packages"
 
 _BOOT = (
@@ -72,6 +74,7 @@ class _Server:
                                      stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
                                      start_new_session=True)
         self._buf = b""
+        self.timed_out = False  # the last read ran out of time (not a dead process)
         ready = self._read_line(START_TIMEOUT_S)
         self.versions = (ready or {}).get("ready") or {}
         if self.versions.get("mutmut") != SANDBOX_TOOLS["mutmut"]:
@@ -93,10 +96,12 @@ class _Server:
 
     def _read_line(self, timeout: float) -> dict | None:
         end = time.monotonic() + timeout
+        self.timed_out = False
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = end - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.timed_out = True
                 return None
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -126,30 +131,59 @@ class _Server:
 
 class _Pool:
     """Idle servers of one interpreter + library path, reused across rollouts. ``argvs``:
-    ways to start one, tried in order until one starts (then kept)."""
+    ways to start one, tried in order until one starts (then kept).
+
+    A pool whose servers cannot start is *broken* for :data:`BROKEN_RETRY_S` seconds, then
+    tried again: a start that failed because the machine was loaded (the generator did not
+    answer within :data:`START_TIMEOUT_S`) does not disable host generation for the life of
+    the process, and a pool with nothing to start (``argvs`` empty) is not started at all.
+    An idle server that died while it waited is dropped, and a request that a reused
+    server could not take (its process gone, not a timeout) is asked once more of a fresh
+    one."""
 
     def __init__(self, argvs: list[list[str]]) -> None:
         self.argvs = argvs
         self.idle: list[_Server] = []
         self.lock = threading.Lock()
-        self.broken: str | None = None  # set when a server cannot start: never retried
+        self.broken: str | None = None  # why the last start failed, while it stands
+        self.broken_at = 0.0  # time.monotonic() of that failure
 
     def generate(self, files: dict, timeout: float, max_mutants: int | None = None,
                  seed: int = 0) -> dict | None:
-        with self.lock:
-            if self.broken:
-                return None
-            server = self.idle.pop() if self.idle else None
+        request = {"files": files, "max_mutants": max_mutants, "seed": seed}
+        server, reused = self._take()
         if server is None:
-            server = self._start()
+            return None
+        started = time.monotonic()
+        answer = server.ask(request, timeout)
+        if answer is None and reused and not server.timed_out:
+            server, _ = self._take(fresh=True)  # the idle one had died: a new one, once
             if server is None:
                 return None
-        answer = server.ask({"files": files, "max_mutants": max_mutants, "seed": seed},
-                            timeout)
+            answer = server.ask(request, max(1.0, timeout - (time.monotonic() - started)))
         if server.alive:
             with self.lock:
                 self.idle.append(server)
         return answer
+
+    def _take(self, fresh: bool = False) -> tuple[_Server | None, bool]:
+        """An idle live server (reused=True) or a newly started one; None if none starts."""
+        dead = []
+        server = None
+        with self.lock:
+            if self.broken and time.monotonic() - self.broken_at < BROKEN_RETRY_S:
+                return None, False
+            while self.idle and not fresh:
+                candidate = self.idle.pop()
+                if candidate.alive:
+                    server = candidate
+                    break
+                dead.append(candidate)
+        for s in dead:
+            s.close()
+        if server is not None:
+            return server, True
+        return self._start(), False
 
     def _start(self) -> _Server | None:
         problems = []
@@ -160,9 +194,12 @@ class _Pool:
                 problems.append(str(exc))
                 continue
             self.argvs = [argv]  # what worked, from now on
+            with self.lock:
+                self.broken = None
             return server
         with self.lock:
             self.broken = "; ".join(problems) or "no interpreter with these tools"
+            self.broken_at = time.monotonic()
         return None
 
     def close(self) -> None:
@@ -235,13 +272,16 @@ def _image_site_packages(sb) -> Path | None:
 
 def _pool_for(sb) -> _Pool:
     """The pool for ``sb``'s tools, made once per process: a failure to find them (another
-    Python, the copy from the image failed) is remembered as a pool that never starts, so
-    it is not retried, with a container each time, on every rollout."""
+    Python, the copy from the image failed) is remembered as a pool that does not start, so
+    it is not looked for again, with a container each time, on every rollout; only after
+    :data:`BROKEN_RETRY_S` seconds (a transient failure of the copy)."""
     venv = getattr(sb, "_venv", None)
     key = f"venv:{venv}" if venv is not None else f"image:{getattr(sb, 'image_id', None)}"
     with _pools_lock:
-        if key in _pools:
-            return _pools[key]
+        known = _pools.get(key)
+        if known is not None and (known.argvs or known.broken is None
+                                  or time.monotonic() - known.broken_at < BROKEN_RETRY_S):
+            return known
     argvs: list[list[str]] = []
     if venv is not None:  # local backend: the tools venv's interpreter
         python = Path(venv) / "bin" / "python"
@@ -253,7 +293,9 @@ def _pool_for(sb) -> _Pool:
         if site is not None:
             argvs = _argvs(sys.executable, [str(site)])
     with _pools_lock:
-        return _pools.setdefault(key, _Pool(argvs))
+        if _pools.get(key) is known:  # new, or the tools looked for again
+            _pools[key] = _Pool(argvs)
+        return _pools[key]
 
 
 def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
