@@ -9,10 +9,11 @@ pip-installed into a fresh venv outside the repository.
   content hash, so the image is reused, not rebuilt), and ``proctor score`` of the example's
   reference patch gives the checkout's reward, components and flags.
 
-The wheel is built by ``pip wheel`` (the setuptools backend of pyproject.toml, in pip's
-isolated build environment) from a copy of the package's sources, so build/ or egg-info
-left in the checkout cannot put stale files into it. Dependencies come from PyPI through
-pip's cache.
+The wheel is built by ``python -m build`` (the ``[dev]`` extra): an sdist of a copy of the
+package's sources, then the wheel from that sdist, both with the setuptools backend of
+pyproject.toml in an isolated build environment. So a file the sdist leaves out is missing
+from the wheel too, and build/ or egg-info left in the checkout cannot put stale files into
+it. Dependencies come from PyPI through pip's cache.
 """
 
 from __future__ import annotations
@@ -57,10 +58,9 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copytree(REPO_ROOT / name, src / name, ignore=JUNK)
         else:
             shutil.copy(REPO_ROOT / name, src / name)
-    # An absolute path: a bare directory name would be looked up on the index as a project.
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
-          "-w", str(root / "dist"), str(src)])
+    _run([sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(src)])
     (built,) = (root / "dist").glob("proctor-*.whl")
+    assert len(list((root / "dist").glob("proctor-*.tar.gz"))) == 1  # the wheel's sdist
     return built
 
 
@@ -142,7 +142,10 @@ def test_installed_wheel_builds_image_and_scores(wheel, tmp_path_factory, docker
                              str(task / "reference.patch"), "--json"],
                             cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    out, err = proc.communicate(timeout=600)
+    try:  # the checkout's record meanwhile (the two runs share nothing but the engine)
+        checkout = proctor.score(toolz_task, (toolz_task / "reference.patch").read_bytes())
+    finally:
+        out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, f"proctor score exited {proc.returncode}\n{err[-3000:]}"
     installed = json.loads(out)
     left = docker_engine.containers.list(
@@ -150,7 +153,6 @@ def test_installed_wheel_builds_image_and_scores(wheel, tmp_path_factory, docker
     assert left == [], f"the installed proctor left containers: {left}"
     assert (cache / "baselines").is_dir(), "the installed run did not use its own cache"
 
-    checkout = proctor.score(toolz_task, (toolz_task / "reference.patch").read_bytes())
     assert checkout.status == "scored", checkout.reason
     assert installed["status"] == "scored", installed.get("reason")
     assert _comparable(installed) == _comparable(checkout.model_dump(mode="json", by_alias=True))
