@@ -18,6 +18,7 @@ it. Dependencies come from PyPI through pip's cache.
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import shutil
@@ -78,6 +79,8 @@ def test_wheel_ships_every_package_file(wheel):
     with zipfile.ZipFile(wheel) as zf:
         shipped = {n for n in zf.namelist() if n.startswith("proctor/")}
         dockerfile = zf.read("proctor/sandbox/Dockerfile.sandbox")
+        (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = email.parser.Parser().parsestr(zf.read(meta_name).decode())
     missing = sorted(_package_files() - shipped)
     assert missing == [], (f"files under proctor/ not in the wheel (add them to "
                            f"[tool.setuptools.package-data] in pyproject.toml): {missing}")
@@ -88,6 +91,11 @@ def test_wheel_ships_every_package_file(wheel):
     # The repository root's Dockerfile is the packaged one (a symlink), byte for byte: the
     # image tag hashes it, so a wheel install and the checkout build the same image.
     assert (REPO_ROOT / "Dockerfile.sandbox").read_bytes() == dockerfile
+    # The extras the README's Install section names, and the console script.
+    assert set(metadata.get_all("Provides-Extra")) >= {"ray", "serve", "trl", "verl", "openrlhf"}
+    with zipfile.ZipFile(wheel) as zf:
+        (entry_points,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        assert "proctor = proctor.cli:app" in zf.read(entry_points).decode()
 
 
 def _venv_with(wheel: Path, root: Path) -> Path:
