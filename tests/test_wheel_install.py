@@ -164,3 +164,24 @@ def test_installed_wheel_builds_image_and_scores(wheel, tmp_path_factory, docker
     assert checkout.status == "scored", checkout.reason
     assert installed["status"] == "scored", installed.get("reason")
     assert _comparable(installed) == _comparable(checkout.model_dump(mode="json", by_alias=True))
+
+
+@pytest.mark.docker
+def test_installed_without_pip_says_so(wheel, tmp_path_factory, docker_ready, docker_engine):
+    """A venv with no pip (``uv venv``'s default) cannot download the wheelhouse an image
+    build needs: ``proctor image build`` exits 3 with that reason, builds nothing."""
+    root = _outside_repo(tmp_path_factory.mktemp("wheel-nopip"))
+    venv = root / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+          "--disable-pip-version-check", str(wheel)], cwd=root)
+    env = _installed_env(venv / "bin", root / "cache")
+    before = {i.id for i in docker_engine.images.list()}
+    # A base that exists locally but has no sandbox image built on it yet: a build is needed.
+    res = subprocess.run([str(venv / "bin" / "proctor"), "image", "build", "--base", docker_ready],
+                         cwd=root, env=env, capture_output=True, text=True)
+    message = " ".join(res.stderr.split())
+    assert res.returncode == 3, res.stderr
+    assert "has no pip" in message and "ensurepip" in message, res.stderr
+    assert "Traceback" not in res.stderr
+    assert {i.id for i in docker_engine.images.list()} == before

@@ -31,7 +31,7 @@ from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import ImageMissing, InfraError
 from proctor.sandbox.engine import docker_client
-from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
+from proctor.sandbox.toolchain import SANDBOX_PYTHON, host_pip, requirements_txt
 
 #: The sandbox image's Dockerfile, shipped inside the package (a Traversable).
 DOCKERFILE = files("proctor.sandbox").joinpath("Dockerfile.sandbox")
@@ -145,7 +145,7 @@ def build_image(base: str = DEFAULT_BASE) -> str:
         (ctx / "Dockerfile.sandbox").write_bytes(DOCKERFILE.read_bytes())
         _log("downloading the wheelhouse on the host")
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+            [*host_pip(), "download", "-q", "--disable-pip-version-check",
              "-r", str(ctx / "requirements.txt"), "-d", str(ctx / "wheelhouse"),
              *_platform_args()],
             check=True,
