@@ -19,6 +19,7 @@ it. Dependencies come from PyPI through pip's cache.
 from __future__ import annotations
 
 import email.parser
+import importlib.util
 import json
 import os
 import shutil
@@ -51,6 +52,8 @@ def _outside_repo(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """The wheel built from a clean copy of the checkout's package sources."""
+    if importlib.util.find_spec("build") is None:
+        pytest.fail("the wheel is built with `python -m build`: pip install -e '.[dev]'")
     root = _outside_repo(tmp_path_factory.mktemp("wheel-build"))
     src = root / "src"
     src.mkdir()
