@@ -25,7 +25,7 @@ from pathlib import Path
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import InfraError, TaskConfigError
-from proctor.sandbox.toolchain import requirements_txt
+from proctor.sandbox.toolchain import host_pip, requirements_txt
 
 TASK_IMAGE_REPO = "proctor-task"
 ROLE_LABEL = "org.proctor.role"
@@ -76,7 +76,7 @@ def task_image(client, base_tag: str, base_id: str, requirements: list[str]) -> 
         from proctor.sandbox.image import _platform_args
 
         res = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+            [*host_pip(), "download", "-q", "--disable-pip-version-check",
              "-r", str(ctx / "requirements.txt"), "-c", str(ctx / "constraints.txt"),
              "-d", str(ctx / "wheelhouse"), *_platform_args()],
             capture_output=True, text=True)

@@ -7,8 +7,13 @@ Steps of :func:`build_image`:
    for the sandbox's Python and platform. Containers never reach a registry.
 3. ``docker build`` of ``Dockerfile.sandbox`` with ``network_mode=none``.
 
+The Dockerfile is package data (``proctor/sandbox/Dockerfile.sandbox``; the repository
+root's ``Dockerfile.sandbox`` is a symlink to it), read through :mod:`importlib.resources`,
+so an installed wheel builds the same image as the checkout.
+
 The tag is ``proctor-sandbox:<16 hex>``, a sha256 over the Dockerfile, the pins and the
-base image id, so any change to them is a new image (and a new baseline cache key).
+base image id, so any change to them is a new image (and a new baseline cache key): a wheel
+install and the checkout it was built from compute the same tag.
 """
 
 from __future__ import annotations
@@ -19,16 +24,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.resources import files
 from pathlib import Path
 
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import ImageMissing, InfraError
 from proctor.sandbox.engine import docker_client
-from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
+from proctor.sandbox.toolchain import SANDBOX_PYTHON, host_pip, requirements_txt
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = REPO_ROOT / "Dockerfile.sandbox"
+#: The sandbox image's Dockerfile, shipped inside the package (a Traversable).
+DOCKERFILE = files("proctor.sandbox").joinpath("Dockerfile.sandbox")
 IMAGE_REPO = "proctor-sandbox"
 DEBOOTSTRAP_SUITE = "bookworm"
 DEBOOTSTRAP_MIRROR = "http://deb.debian.org/debian"
@@ -105,7 +111,7 @@ def _debootstrap_base(client, tag: str) -> str:
 
 def image_tag(base_id: str) -> str:
     """Content-addressed tag of the sandbox image built on ``base_id``."""
-    digest = _sha(DOCKERFILE.read_text(), requirements_txt(), base_id)
+    digest = _sha(DOCKERFILE.read_text(encoding="utf-8"), requirements_txt(), base_id)
     return f"{IMAGE_REPO}:{digest[:16]}"
 
 
@@ -136,10 +142,10 @@ def build_image(base: str = DEFAULT_BASE) -> str:
     ctx = Path(tempfile.mkdtemp(prefix="proctor-build-"))
     try:
         (ctx / "requirements.txt").write_text(requirements_txt())
-        shutil.copy(DOCKERFILE, ctx / "Dockerfile.sandbox")
+        (ctx / "Dockerfile.sandbox").write_bytes(DOCKERFILE.read_bytes())
         _log("downloading the wheelhouse on the host")
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+            [*host_pip(), "download", "-q", "--disable-pip-version-check",
              "-r", str(ctx / "requirements.txt"), "-d", str(ctx / "wheelhouse"),
              *_platform_args()],
             check=True,
