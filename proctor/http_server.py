@@ -479,6 +479,9 @@ class ProctorServer:
         self._thread: threading.Thread | None = None
 
     def serve_forever(self) -> None:
+        # In the main thread, uvicorn's handlers end the server gracefully, then put back
+        # these and raise the signal again: they remove the sandboxes still open.
+        cleanup.install_signal_handlers()
         try:
             self.uvicorn.run(sockets=[self.socket])
         finally:
