@@ -146,7 +146,7 @@ def test_cap_is_shared_by_processes_of_one_cache_dir(tmp_path, monkeypatch):
 
 
 def _our_live_containers(client) -> int:
-    return len(client.containers.list(all=True, filters={"label": [
+    return len(client.api.containers(all=True, filters={"label": [
         "org.proctor", f"org.proctor.owner_pid={os.getpid()}"]}))
 
 
