@@ -11,15 +11,25 @@ from rich.console import Console
 def serve_command(
     host: str = typer.Option("127.0.0.1", help="Address to bind (no auth: keep loopback "
                              "unless the network is trusted)."),
-    port: int = typer.Option(8765, help="TCP port."),
-    workers: int | None = typer.Option(None, min=1, help="Concurrent rollouts per batch "
-                                       "request (default: cores)."),
-    max_body_mb: float = typer.Option(64.0, help="Request body limit in MiB."),
+    port: int = typer.Option(8765, help="TCP port (0: any free port, printed)."),
+    workers: int | None = typer.Option(None, min=1, help="Sandbox slots for the whole "
+                                       "server: rollouts scored at once over all requests "
+                                       "(default: $PROCTOR_MAX_SANDBOXES, else cores)."),
+    max_queue: int | None = typer.Option(None, min=0, help="Rollouts that may wait for a "
+                                         "slot; beyond, requests get 503 with Retry-After "
+                                         "(default: 4 x workers)."),
+    max_body_mb: float = typer.Option(64.0, help="Request body limit in MiB (413 beyond)."),
 ) -> None:
-    """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward and /healthz."""
-    from proctor.http_server import make_server
-
+    """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward, /healthz and /metrics."""
     err = Console(stderr=True)
+    try:
+        from proctor.http_server import make_server
+    except ImportError as exc:
+        err.print(f"[red]error[/red]: proctor serve needs the serve extra "
+                  f"(pip install 'proctor[serve]'): {exc}")
+        raise typer.Exit(2) from None
+    from proctor.errors import ProctorError
+
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -27,11 +37,21 @@ def serve_command(
     if not loopback:
         err.print(f"[yellow]warning[/yellow]: binding {host}: anyone who reaches it can run "
                   "patches in your sandboxes (no authentication)")
-    server = make_server(host, port, workers=workers, max_body=int(max_body_mb * 1024**2))
-    err.print(f"proctor serve on http://{host}:{server.server_address[1]}")
+    try:
+        server = make_server(host, port, workers=workers, max_queue=max_queue,
+                             max_body=int(max_body_mb * 1024**2))
+    except ProctorError as exc:  # a bad $PROCTOR_MAX_SANDBOXES
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(2) from None
+    svc = server.service
+    err.print(f"proctor serve on http://{host}:{server.server_address[1]} "
+              f"({svc.workers} sandbox slots, queue {svc.max_queue})", soft_wrap=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        from proctor.sandbox import cleanup
+
+        cleanup.close_all()

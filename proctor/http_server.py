@@ -1,42 +1,72 @@
-"""``proctor serve``: the scorer over HTTP, standard library only (no extra to install).
+"""``proctor serve``: the scorer over HTTP, Starlette on uvicorn (``pip install
+'proctor[serve]'``).
 
 Binds 127.0.0.1 by default; there is no authentication, so a non-loopback ``--host`` is
 for trusted networks only. Endpoints (JSON in, JSON out):
 
 ``GET /healthz``
     ``{"status": "ok", "version": ...}``
+``GET /metrics``
+    Prometheus text format (see :mod:`proctor.http_metrics`).
 ``POST /v1/score``
     ``{"task": dir, "patch": diff | "completion": text or messages, "rollout_id"?,
     "group_id"?, "sample_index"?, "metadata"?}`` -> one reward record.
 ``POST /v1/score_batch``
     ``{"rollouts": [same objects...], "workers"?: n}`` -> ``{"records": [...]}`` in input
-    order; an invalid rollout becomes an ``error`` record (kind ``bad_input``).
+    order; an invalid rollout becomes an ``error`` record (kind ``bad_input``), a missing
+    task an ``error`` record (kind ``task_config``): that item only, the reply is a 200.
 ``POST /get_reward``
     OpenRLHF's remote reward protocol: ``{"query": [...], "prompts": [...], "labels":
     [...]}`` -> ``{"rewards": [...], "scores": [...], "extra_logs": {...}}`` (see
-    :mod:`proctor.rl.openrlhf`).
+    :mod:`proctor.rl.openrlhf`); a bad label or missing task is an error for that item
+    only: reward 0.0, ``extra_logs["proctor_valid"]`` 0.0.
+
+Capacity (one pool for the whole server): ``workers`` sandbox slots
+(:func:`proctor.harness.slots.configure`) that every rollout of every request waits for.
+A request is admitted while the rollouts admitted and not finished, its own included, stay
+within ``workers + max_queue`` (a request finding none pending is always admitted);
+otherwise it gets a 503 with ``Retry-After`` (seconds). A client that goes away before its
+reply is cancelled (:mod:`proctor.harness.cancel`): its rollouts not started never start,
+its sandboxes are removed, nothing of it enters the result cache.
 
 Errors: 400 body is not JSON or not an object, 404 unknown path, 405 wrong method, 411 no
-Content-Length, 413 body over ``max_body`` bytes or more than ``max_rollouts`` rollouts,
-422 a field is missing or has the wrong type; body ``{"error": {"status", "message"}}``.
-Patches are accepted inline only (never as a server-side path).
+Content-Length (and not chunked), 413 body over ``max_body`` bytes (the limit is named) or
+more than ``max_rollouts`` rollouts, 422 a field is missing or has the wrong type (of the
+request itself: a batch's bad item is an error record), 503 queue full; body ``{"error":
+{"status", "message"}}``. Patches are accepted inline only (never as a server-side path).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
+import math
+import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import uvicorn
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
+from proctor.harness import cancel, slots
 from proctor.harness.batch import BatchOptions
+from proctor.http_metrics import CONTENT_TYPE, ServeMetrics
 from proctor.record import RewardRecord
+from proctor.sandbox import cleanup
 from proctor.version import __version__
 
 MAX_BODY = 64 * 1024 * 1024
 MAX_ROLLOUTS = 4096
+#: Retry-After (s) when no request has finished yet to estimate from.
+DEFAULT_RETRY_AFTER_S = 10
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 class ScoreRequest(BaseModel):
@@ -72,15 +102,22 @@ class RewardRequest(BaseModel):
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers or {}
 
 
-# Scoring, module level so tests can replace it.
+class ClientGone(Exception):
+    """The client disconnected before its reply: the request was cancelled."""
+
+
+# --------------------------------------------------------------------------- scoring
+# Module level so tests can replace them. Called in a worker thread, inside the request's
+# cancel scope.
 
 
 def score_requests(reqs: list[ScoreRequest], workers: int | None) -> list[RewardRecord]:
+    """One record per request, in order (never raises for a bad item)."""
     from proctor.rl.completions import Completion, score_completions
 
     entries = [Completion(task=r.task, completion=r.completion, patch=r.patch,
@@ -92,10 +129,64 @@ def score_requests(reqs: list[ScoreRequest], workers: int | None) -> list[Reward
     return records
 
 
-def get_reward(req: RewardRequest, workers: int | None) -> dict:
-    from proctor.rl.openrlhf import score_queries
+def reward_records(req: RewardRequest, workers: int | None) -> list[RewardRecord]:
+    """One record per OpenRLHF query, in order: a label that names no task is an error
+    record (kind ``bad_input``) for that query only."""
+    from proctor.harness.rollout_io import BAD_INPUT, error_record
+    from proctor.rl.completions import score_completions
+    from proctor.rl.openrlhf import _entry
 
-    return score_queries(req.query, req.prompts, req.labels, workers=workers)
+    out: list[RewardRecord | None] = [None] * len(req.query)
+    entries, where = [], []
+    for i, (q, p, label) in enumerate(zip(req.query, req.prompts, req.labels, strict=True)):
+        problem = _label_problem(label)
+        if problem is None:
+            try:
+                entries.append(_entry(q, p, label))
+                where.append(i)
+                continue
+            except (ValueError, TypeError, AttributeError) as exc:
+                problem = str(exc)
+        out[i] = error_record(rollout_id=None, kind=BAD_INPUT,
+                              message=f"labels[{i}]: {problem}")
+    for i, rec in zip(where, score_completions(entries, BatchOptions(workers=workers)),
+                      strict=True):
+        out[i] = rec
+    return out  # type: ignore[return-value]
+
+
+def _label_problem(label) -> str | None:
+    """Why an OpenRLHF label names no task (a task directory, or a JSON object, or its
+    text, with a non-empty ``task``), or None."""
+    info = label
+    if isinstance(label, str):
+        if not label.strip():
+            return "empty label: expected the task directory"
+        if not label.lstrip().startswith("{"):
+            return None
+        try:
+            info = json.loads(label)
+        except json.JSONDecodeError as exc:
+            return f"label is not valid JSON: {exc}"
+    if not isinstance(info, dict):
+        return (f"label must be a task directory or a JSON object with 'task', got "
+                f"{type(label).__name__}")
+    if not isinstance(info.get("task"), str) or not info["task"].strip():
+        return f"label without 'task': {json.dumps(info)[:200]}"
+    return None
+
+
+def openrlhf_reply(records: list[RewardRecord]) -> dict:
+    """``{"rewards", "scores", "extra_logs"}`` as :func:`proctor.rl.openrlhf.score_queries`
+    returns them (error records: reward 0.0, ``proctor_valid`` 0.0). Pure."""
+    from proctor.rl.verl import to_verl_dict
+
+    dicts = [to_verl_dict(r) for r in records]
+    rewards = [d["score"] for d in dicts]
+    logs = {f"proctor_{k}": [d[k] for d in dicts] for k in dicts[0] if k != "score"} \
+        if dicts else {}
+    return {"rewards": rewards, "scores": [min(1.0, max(0.0, r)) for r in rewards],
+            "extra_logs": logs}
 
 
 def _validate(model: type[BaseModel], body: dict) -> BaseModel:
@@ -114,78 +205,165 @@ def _score_request(body: dict) -> ScoreRequest:
     return req
 
 
-class Handler(BaseHTTPRequestHandler):
-    server_version = f"proctor/{__version__}"
-    protocol_version = "HTTP/1.1"
+# --------------------------------------------------------------------------- the service
 
-    def log_message(self, fmt, *args) -> None:  # one line per request on stderr
-        if self.server.log_requests:
-            sys.stderr.write(f"[proctor serve] {self.address_string()} {fmt % args}\n")
 
-    def _send(self, status: int, payload: dict | list) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class Service:
+    """State shared by every request: the capacity (slots, admission), the worker threads,
+    the open cancel scopes and the metrics."""
 
-    def _error(self, status: int, message: str) -> None:
-        self._send(status, {"error": {"status": status, "message": message}})
+    def __init__(self, *, workers: int | None = None, max_queue: int | None = None,
+                 max_body: int = MAX_BODY, max_rollouts: int = MAX_ROLLOUTS,
+                 log_requests: bool = True) -> None:
+        self.workers = workers or slots.default_max()
+        self.max_queue = 4 * self.workers if max_queue is None else max_queue
+        if self.workers < 1 or self.max_queue < 0:
+            raise ValueError("workers must be >= 1 and max_queue >= 0")
+        self.max_body, self.max_rollouts = max_body, max_rollouts
+        self.log_requests = log_requests
+        slots.configure(self.workers)
+        slots.reset_peak()
+        cleanup.reset_live_peak()
+        # Every admitted request gets a thread at once (its rollouts wait for slots there).
+        self.pool = ThreadPoolExecutor(max_workers=self.workers + self.max_queue + 1,
+                                       thread_name_prefix="proctor-serve")
+        self._lock = threading.Lock()
+        self.pending = 0  # rollouts admitted and not finished
+        self._scopes: set[cancel.Scope] = set()
+        self.metrics = ServeMetrics(self._gauges)
 
-    def _body(self) -> dict:
-        length = self.headers.get("Content-Length")
-        if length is None:
-            raise HttpError(411, "Content-Length required")
+    def _gauges(self) -> dict[str, int]:
+        s = slots.stats()
+        live, peak = cleanup.live_sandboxes()
+        with self._lock:
+            pending = self.pending
+        return {"in_flight": s["in_use"], "queued": max(0, pending - s["in_use"]),
+                "slots": s["max"], "live": live, "peak": peak}
+
+    def _admit(self, n: int) -> None:
+        with self._lock:
+            if self.pending and self.pending + n > self.workers + self.max_queue:
+                queued = self.pending - min(self.pending, self.workers)
+                raise HttpError(503, f"queue full: {self.pending} rollouts admitted for "
+                                     f"{self.workers} sandbox slots and a queue of "
+                                     f"{self.max_queue}; retry later",
+                                {"Retry-After": str(self._retry_after(queued))})
+            self.pending += n
+
+    def _retry_after(self, queued: int) -> int:
+        p50 = self.metrics.p50()
+        if p50 <= 0:
+            return DEFAULT_RETRY_AFTER_S
+        return max(1, math.ceil((queued + 1) / self.workers * p50))
+
+    def _release(self, n: int) -> None:
+        with self._lock:
+            self.pending -= n
+
+    async def run(self, request: Request, n: int, fn):
+        """``fn()`` in a worker thread under a new cancel scope, once ``n`` rollouts are
+        admitted; cancelled when the client disconnects first.
+
+        Raises:
+            HttpError: 503, the queue is full.
+            ClientGone: the client went away (the scope is cancelled).
+        """
+        self._admit(n)
+        scope = cancel.Scope()
+        with self._lock:
+            self._scopes.add(scope)
+
+        def call():
+            with cancel.scope(scope):
+                return fn()
+
+        def finished(_):
+            self._release(n)
+            with self._lock:
+                self._scopes.discard(scope)
+
+        try:
+            cf = self.pool.submit(contextvars.copy_context().run, call)
+        except BaseException:
+            finished(None)
+            raise
+        cf.add_done_callback(finished)
+        work = asyncio.wrap_future(cf)
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                return work.result()
+        finally:
+            gone.cancel()
+        cf.cancel()  # not started yet: it never starts
+        self.metrics.cancelled.inc()
+        await asyncio.to_thread(scope.cancel)
+        raise ClientGone
+
+    def cancel_all(self) -> None:
+        """Cancel every request in progress (server shutdown); does not wait."""
+        with self._lock:
+            scopes = list(self._scopes)
+        for s in scopes:
+            threading.Thread(target=s.cancel, daemon=True).start()
+
+    def close(self) -> None:
+        self.cancel_all()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone away (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _body(request: Request, limit: int) -> dict:
+    length = request.headers.get("content-length")
+    chunked = "chunked" in request.headers.get("transfer-encoding", "").lower()
+    if length is None and not chunked:
+        raise HttpError(411, "Content-Length required")
+    if length is not None:
         try:
             n = int(length)
         except ValueError:
             raise HttpError(400, "Content-Length is not a number") from None
-        if n < 0 or n > self.server.max_body:
-            self.close_connection = True  # the unread body must not be parsed as a request
-            raise HttpError(413, f"body of {n} bytes is over the {self.server.max_body}-byte "
-                                 "limit")
-        raw = self.rfile.read(n)
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HttpError(400, f"body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise HttpError(400, f"body must be a JSON object, got {type(body).__name__}")
-        return body
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
-        if self.path == "/healthz":
-            self._send(200, {"status": "ok", "version": __version__})
-        elif self.path in ROUTES:
-            self._error(405, f"{self.path} takes POST")
-        else:
-            self._error(404, f"no such endpoint: {self.path}")
-
-    def do_POST(self) -> None:  # noqa: N802
-        route = ROUTES.get(self.path)
-        try:
-            if route is None:
-                if self.path == "/healthz":
-                    raise HttpError(405, "/healthz takes GET")
-                raise HttpError(404, f"no such endpoint: {self.path}")
-            self._send(200, route(self.server, self._body()))
-        except HttpError as exc:
-            self._error(exc.status, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a server must answer, not die
-            self._error(500, f"{type(exc).__name__}: {exc}")
+        if n < 0 or n > limit:
+            raise HttpError(413, f"body of {n} bytes is over the {limit}-byte limit")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HttpError(400, f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, f"body must be a JSON object, got {type(body).__name__}")
+    return body
 
 
-def _route_score(server, body: dict) -> dict:
+def _records_json(recs: list[RewardRecord]) -> list[dict]:
+    return [json.loads(r.to_json()) for r in recs]
+
+
+async def _route_score(svc: Service, request: Request, body: dict) -> dict:
     req = _score_request(body)
-    return json.loads(score_requests([req], 1)[0].to_json())
+    recs = await svc.run(request, 1, lambda: score_requests([req], 1))
+    svc.metrics.records(recs)
+    return _records_json(recs)[0]
 
 
-def _route_score_batch(server, body: dict) -> dict:
+async def _route_score_batch(svc: Service, request: Request, body: dict) -> dict:
     req = _validate(BatchRequest, body)
-    if len(req.rollouts) > server.max_rollouts:
+    if len(req.rollouts) > svc.max_rollouts:
         raise HttpError(413, f"{len(req.rollouts)} rollouts, over the limit of "
-                             f"{server.max_rollouts} per request")
+                             f"{svc.max_rollouts} per request")
     from proctor.harness.rollout_io import BatchItem, bad_input_record
 
     valid, out = [], [None] * len(req.rollouts)
@@ -195,47 +373,147 @@ def _route_score_batch(server, body: dict) -> dict:
         except HttpError as exc:
             rid = obj.get("rollout_id") if isinstance(obj.get("rollout_id"), str) else None
             out[i] = bad_input_record(BatchItem(i, None, problem=str(exc), raw_id=rid))
-    records = score_requests([r for _, r in valid], req.workers or server.workers)
-    for (i, _), rec in zip(valid, records, strict=True):
-        out[i] = rec
-    return {"records": [json.loads(r.to_json()) for r in out]}
+    workers = min(req.workers or svc.workers, svc.workers)
+    if valid:
+        records = await svc.run(request, len(valid),
+                                lambda: score_requests([r for _, r in valid], workers))
+        for (i, _), rec in zip(valid, records, strict=True):
+            out[i] = rec
+    svc.metrics.records(out)
+    return {"records": _records_json(out)}
 
 
-def _route_get_reward(server, body: dict) -> dict:
+async def _route_get_reward(svc: Service, request: Request, body: dict) -> dict:
     req = _validate(RewardRequest, body)
     if not len(req.query) == len(req.prompts) == len(req.labels):
         raise HttpError(422, "query, prompts and labels must have the same length")
-    if len(req.query) > server.max_rollouts:
+    if len(req.query) > svc.max_rollouts:
         raise HttpError(413, f"{len(req.query)} queries, over the limit of "
-                             f"{server.max_rollouts} per request")
-    try:
-        return get_reward(req, server.workers)
-    except ValueError as exc:  # a label without a task
-        raise HttpError(422, str(exc)) from None
+                             f"{svc.max_rollouts} per request")
+    recs = await svc.run(request, max(1, len(req.query)),
+                         lambda: reward_records(req, svc.workers))
+    svc.metrics.records(recs)
+    return openrlhf_reply(recs)
 
 
 ROUTES = {"/v1/score": _route_score, "/v1/score_batch": _route_score_batch,
           "/get_reward": _route_get_reward}
+GET_ROUTES = ("/healthz", "/metrics")
 
 
-class ProctorServer(ThreadingHTTPServer):
-    daemon_threads = True
+def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status,
+                        headers=headers)
 
-    def __init__(self, address: tuple[str, int], *, workers: int | None = None,
-                 max_body: int = MAX_BODY, max_rollouts: int = MAX_ROLLOUTS,
-                 log_requests: bool = True) -> None:
-        super().__init__(address, Handler)
-        self.workers, self.max_body, self.max_rollouts = workers, max_body, max_rollouts
-        self.log_requests = log_requests
+
+def make_app(svc: Service) -> Starlette:
+    """The ASGI app over ``svc`` (one catch-all route: every answer, 404 and 405 included,
+    has the JSON error shape)."""
+
+    async def dispatch(request: Request) -> Response:
+        path, method = request.url.path, request.method
+        route = path if path in ROUTES or path in GET_ROUTES else "other"
+        started = time.monotonic()
+        try:
+            if path in GET_ROUTES:
+                if method not in ("GET", "HEAD"):
+                    raise HttpError(405, f"{path} takes GET")
+                resp = (JSONResponse({"status": "ok", "version": __version__})
+                        if path == "/healthz"
+                        else Response(svc.metrics.text(), media_type=CONTENT_TYPE))
+            elif path in ROUTES:
+                if method != "POST":
+                    raise HttpError(405, f"{path} takes POST")
+                payload = await ROUTES[path](svc, request, await _body(request, svc.max_body))
+                svc.metrics.request(path, time.monotonic() - started)
+                resp = JSONResponse(payload)
+            else:
+                raise HttpError(404, f"no such endpoint: {path}")
+        except HttpError as exc:
+            resp = _error(exc.status, str(exc), exc.headers)
+        except ClientGone:
+            resp = _error(499, "client went away: request cancelled")
+        except Exception as exc:  # noqa: BLE001 - a server must answer, not die
+            resp = _error(500, f"{type(exc).__name__}: {exc}")
+        svc.metrics.requests.labels(route, str(resp.status_code)).inc()
+        if svc.log_requests:
+            client = request.client.host if request.client else "-"
+            sys.stderr.write(f"[proctor serve] {client} {method} {path} {resp.status_code} "
+                             f"{time.monotonic() - started:.2f}s\n")
+        return resp
+
+    return Starlette(routes=[Route("/{path:path}", dispatch, methods=METHODS)])
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class _Uvicorn(uvicorn.Server):
+    """Cancels the requests in progress as soon as shutdown begins (SIGINT / SIGTERM), so
+    the graceful shutdown does not wait for their scoring."""
+
+    on_exit = None
+
+    def handle_exit(self, sig, frame) -> None:
+        if self.on_exit is not None:
+            self.on_exit()
+        super().handle_exit(sig, frame)
+
+
+class ProctorServer:
+    """A uvicorn server on a socket bound at construction (``server_address[1]`` is the
+    port, also with ``port=0``). :meth:`serve_forever` runs it in the calling thread (the
+    main thread handles SIGINT / SIGTERM); :meth:`shutdown` stops it from another."""
+
+    def __init__(self, address: tuple[str, int], **service_kw) -> None:
+        self.service = Service(**service_kw)
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family, backlog=1024)
+        self.server_address = self.socket.getsockname()[:2]
+        config = uvicorn.Config(make_app(self.service), log_level="warning",
+                                access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=10)
+        self.uvicorn = _Uvicorn(config)
+        self.uvicorn.on_exit = self.service.cancel_all
+        self._thread: threading.Thread | None = None
+
+    def serve_forever(self) -> None:
+        # In the main thread, uvicorn's handlers end the server gracefully, then put back
+        # these and raise the signal again: they remove the sandboxes still open.
+        cleanup.install_signal_handlers()
+        try:
+            self.uvicorn.run(sockets=[self.socket])
+        finally:
+            self.service.close()
+
+    def start(self) -> threading.Thread:
+        """Serve in a daemon thread; returns once the server accepts connections."""
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True,
+                                        name="proctor-serve")
+        self._thread.start()
+        while not self.uvicorn.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("proctor serve failed to start")
+            time.sleep(0.02)
+        return self._thread
+
+    def shutdown(self) -> None:
+        self.service.cancel_all()
+        self.uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def server_close(self) -> None:
+        self.socket.close()
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8765, **kw) -> ProctorServer:
-    """A bound server (``port=0`` picks a free port: ``server.server_address[1]``)."""
+    """A bound server (``port=0`` picks a free port: ``server.server_address[1]``).
+    Keywords: ``workers``, ``max_queue``, ``max_body``, ``max_rollouts``, ``log_requests``
+    (see :class:`Service`)."""
     return ProctorServer((host, port), **kw)
 
 
 def serve_in_thread(server: ProctorServer) -> threading.Thread:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return thread
-
+    return server.start()

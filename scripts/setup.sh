@@ -19,12 +19,12 @@ done
 
 # Installed, and from this checkout (asked from outside the repo: its own directory would
 # be importable from here whatever is installed).
-installed=$(cd / && python3 -c "import os, proctor, pytest, typer, ray
+installed=$(cd / && python3 -c "import os, proctor, pytest, typer, ray, starlette, uvicorn, prometheus_client
 print(os.path.dirname(os.path.dirname(os.path.realpath(proctor.__file__))))" 2>/dev/null || true)
 if [ "$installed" != "$(pwd -P)" ] || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
-  echo "[setup] pip install -e .[dev,ray]" >&2
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray]' 2>&1 \
+  echo "[setup] pip install -e .[dev,ray,serve]" >&2
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray,serve]' 2>&1 \
     | grep -v '^WARNING: Location' || true
   python3 -c "import proctor"
   command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true

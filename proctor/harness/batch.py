@@ -17,6 +17,7 @@ containers, the host threads mostly wait on Docker) and ``ray`` (one Ray task pe
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import os
 import threading
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.errors import ProctorError, TaskConfigError
+from proctor.harness import cancel, slots
 from proctor.harness.executor import score
 from proctor.harness.result_cache import ResultCache, relabel, result_key
 from proctor.harness.retry import RetryPolicy, with_retries
@@ -155,7 +157,8 @@ class TaskPreparer:
             if done is not None:
                 return done
             try:
-                prepared = self._prepare(path, image=image, sandbox=sandbox)
+                with slots.acquire():  # the baseline's sandboxes count against the cap
+                    prepared = self._prepare(path, image=image, sandbox=sandbox)
             except TaskConfigError as exc:
                 self._done[key] = exc
                 raise
@@ -187,10 +190,13 @@ class RolloutScorer:
         self.sleep = sleep
 
     def score_item(self, item: BatchItem) -> RewardRecord:
-        """The record for one input position (bad input included)."""
+        """The record for one input position (bad input included); a ``cancelled`` error
+        record, not scored, when the current cancel scope is cancelled."""
         if item.rollout is None:
             return bad_input_record(item)
         r = item.rollout
+        if cancel.requested():
+            return _cancelled_record(r)
         try:
             patch = r.patch_bytes()
         except OSError as exc:
@@ -223,7 +229,8 @@ class RolloutScorer:
                                 message=str(exc), retryable=exc.retryable, patch_sha256=sha,
                                 group_id=r.group_id, sample_index=r.sample_index)
         if self.cache is None:
-            return self._score(prep, r, patch)
+            rec = self._score(prep, r, patch)
+            return _cancelled_record(r, sha) if cancel.requested() else rec
         key = result_key(sha, prep.task.fingerprint, prep.image_id,
                          sandbox=self.options.sandbox)
         with self.cache.lock(key):
@@ -233,6 +240,8 @@ class RolloutScorer:
                                sample_index=r.sample_index, metadata=r.metadata,
                                lookup_s=time.monotonic() - started)
             rec = self._score(prep, r, patch)
+            if cancel.requested():  # its sandboxes were removed under it: not a result
+                return _cancelled_record(r, sha)
             self.cache.put(key, rec)
             return rec
 
@@ -240,6 +249,14 @@ class RolloutScorer:
         return self.scorer(prep.task, patch, rollout_id=r.rollout_id, group_id=r.group_id,
                            sample_index=r.sample_index, image=prep.image,
                            sandbox=self.options.sandbox)
+
+
+def _cancelled_record(r: Rollout, sha: str | None = None) -> RewardRecord:
+    """The record of a rollout whose scoring was cancelled (never cached, not retried)."""
+    return error_record(rollout_id=r.rollout_id, task=r.task, kind=cancel.CANCELLED,
+                        message="scoring cancelled: its requester went away",
+                        retryable=False, patch_sha256=sha, group_id=r.group_id,
+                        sample_index=r.sample_index)
 
 
 _DEFAULT: dict[BatchOptions, RolloutScorer] = {}
@@ -292,7 +309,8 @@ def _run_local(items: list[BatchItem], options: BatchOptions,
     that needs it while the others of that task wait (see :class:`TaskPreparer`)."""
     pool = ThreadPoolExecutor(max_workers=options.n_workers, thread_name_prefix="proctor")
     try:
-        futures = {pool.submit(rs.score_item, it): it.index for it in items}
+        futures = {pool.submit(contextvars.copy_context().run, rs.score_item, it): it.index
+                   for it in items}  # each in the caller's context (its cancel scope)
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
     finally:  # on early exit (Ctrl-C, a consumer error) drop what has not started

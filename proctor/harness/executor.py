@@ -23,10 +23,16 @@ caught once here and returned as ``status="error"`` with ``reward=None``.
 Every step after the task's preparation runs under the per-patch deadline
 (:class:`~proctor.harness.deadline.Deadline`: each step's timeout capped by what is left;
 what it keeps from running is the patch's failure or the harness's, by who used the time).
+
+Steps 2 to 4 hold a sandbox slot (:mod:`proctor.harness.slots`, the cap on live sandboxes;
+the wait for it is not counted against the deadline); the overlapping second sandbox takes
+a second slot only when one is free at once, else the two sandboxes run one after the
+other. Sandboxes are adopted by the current :mod:`~proctor.harness.cancel` scope.
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +41,7 @@ from functools import partial
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
+from proctor.harness import cancel, slots
 from proctor.harness.added_lines import added_lines
 from proctor.harness.deadline import (
     KILLERS_WAIT_SLACK_S,
@@ -141,7 +148,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     (code that hangs at import, tests that all hang), not counting the task's preparation:
     the first score of a task (or of a process) computes and caches the sandbox
     environment, the baseline and the image's module list, which may take longer; every
-    later score of the task finds them cached. See
+    later score of the task finds them cached. Nor the wait for a sandbox slot
+    (``timing["slot_wait_s"]``, see :mod:`proctor.harness.slots`). See
     :class:`~proctor.harness.deadline.Deadline` for what the deadline keeps from running
     and how it is scored.
     """
@@ -216,6 +224,22 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
     if verdict.violated:
         return _violation(rec, [], task, blockers)
 
+    # Steps 2 to 4 hold a sandbox slot (the process's and machine's cap on live sandboxes);
+    # the wait for it is not counted against the deadline.
+    waiting = time.monotonic()
+    with slots.acquire():
+        waited = time.monotonic() - waiting
+        rec.timing["slot_wait_s"] = round(waited, 3)
+        deadline.exclude(waited)
+        return _sandboxed_steps(rec, task, screened, data, image, limits, sandbox, overlap,
+                                deadline, timer, summary, blockers)
+
+
+def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+                     image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
+                     deadline: Deadline, timer, summary: PatchSummary,
+                     blockers: list[str]) -> None:
+    """Steps 2 to 4 and the reward, under one sandbox slot held by the caller."""
     # 2. Baseline (cached per task + image + Proctor version).
     with timer("baseline"):
         backend = choose_backend(sandbox)
@@ -241,9 +265,11 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
     def sandbox(tree_paths: list[str] | None = None):
         given = _harness_budget(deadline, "sandbox creation", STEP_TIMEOUT_S)
         try:
-            return open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
-                                        backend=backend, ttl_s=ttl, timeout=given,
-                                        tree_paths=tree_paths)
+            opened = open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
+                                          backend=backend, ttl_s=ttl, timeout=given,
+                                          tree_paths=tree_paths)
+            cancel.adopt(opened[0])  # removed at once if the requester went away
+            return opened
         except InfraError as exc:  # the copy and apply ran out of what the deadline left?
             if (isinstance(exc, _NoTime) or deadline.can_start()
                     or not deadline.capped(STEP_TIMEOUT_S, given)):
@@ -251,10 +277,15 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
             raise _NoTime(deadline.ran_out("sandbox creation", cut=True)) from exc
 
     with ExitStack() as stack:
+        if overlap:  # a second sandbox alive at once: only with a second slot free now
+            try:
+                stack.enter_context(slots.acquire(timeout=0))
+            except slots.SlotTimeout:
+                overlap = False
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
         taken: list = []
         if overlap:
-            second = pool.submit(sandbox)
+            second = _submit(pool, sandbox)
             stack.callback(_close_unused, second, taken)
         with timer("sandbox"):  # create + copy + apply + the tree report (one command)
             sb, applied = sandbox(wanted_texts(summary))
@@ -291,7 +322,7 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
                                baseline, limits, deadline,
                                suite_rng(screened.sha256, task.fingerprint, "hidden"))
         if overlap:
-            hidden_side = pool.submit(hidden_steps, second, taken, public_run)
+            hidden_side = _submit(pool, hidden_steps, second, taken, public_run)
         try:
             restored = _files_steps(rec, m, sb, task, summary, deadline)
             with timer("public_tests"):
@@ -310,7 +341,7 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
         if overlap:
             hidden = hidden_side.result()
         else:
-            second = pool.submit(sandbox)
+            second = _submit(pool, sandbox)
             stack.callback(_close_unused, second, taken)
             hidden = hidden_steps(second, taken, public_run)
 
@@ -318,6 +349,11 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
     _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
+
+
+def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
+    """``pool.submit`` in a copy of the caller's context (its cancel scope goes along)."""
+    return pool.submit(contextvars.copy_context().run, fn, *args)
 
 
 def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:

@@ -29,6 +29,10 @@ _LIVE: weakref.WeakSet = weakref.WeakSet()
 _LOCK = threading.Lock()
 _started_reap_done = False
 _DOCKER_USED = False  # this process created Docker sandboxes: sweep its own on a signal
+_PEAK = 0  # most sandboxes of this process open at once
+# Re-entrant: the signal handlers close sandboxes (untrack) in the main thread, which may be
+# inside track or untrack when the signal arrives.
+_LIVE_LOCK = threading.RLock()
 
 
 def pid_start_ticks(pid: int) -> str | None:
@@ -128,13 +132,29 @@ def at_start() -> None:
 
 def track(sb) -> None:
     """Remember a live sandbox of this process (closed by the signal handlers)."""
-    global _DOCKER_USED
-    _LIVE.add(sb)
+    global _DOCKER_USED, _PEAK
+    with _LIVE_LOCK:
+        _LIVE.add(sb)
+        _PEAK = max(_PEAK, len(_LIVE))
     _DOCKER_USED = _DOCKER_USED or type(sb).__name__ == "DockerSandbox"
 
 
 def untrack(sb) -> None:
-    _LIVE.discard(sb)
+    with _LIVE_LOCK:
+        _LIVE.discard(sb)
+
+
+def live_sandboxes() -> tuple[int, int]:
+    """(sandboxes of this process open now, the most open at once since the process started
+    or :func:`reset_live_peak`)."""
+    with _LIVE_LOCK:
+        return len(_LIVE), _PEAK
+
+
+def reset_live_peak() -> None:
+    global _PEAK
+    with _LIVE_LOCK:
+        _PEAK = len(_LIVE)
 
 
 def close_all() -> int:
