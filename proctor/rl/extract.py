@@ -56,8 +56,10 @@ import re
 
 DIFF_LANGS = ("diff", "patch", "udiff")
 
-_TOKEN = (r"(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|</?s>|<eos>|<bos>|<pad>"
-          r"|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>)")
+#: A chat special token (``<|im_end|>``, ``</s>``, ``<｜end▁of▁sentence｜>``...), as a regex.
+SPECIAL_TOKEN = (r"(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|</?s>|<eos>|<bos>"
+                 r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>)")
+_TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"(?:\s*{_TOKEN})+\s*\Z")
 _ONLY_TOKENS = re.compile(rf"[ \t]*(?:{_TOKEN}[ \t]*)*\Z")
