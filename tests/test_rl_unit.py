@@ -264,3 +264,23 @@ def test_verl_keys_are_the_same_for_every_kind_of_record():
         assert tuple(d) == VERL_KEYS and all(isinstance(v, float) for v in d.values())
     assert dicts[2]["valid"] == 0.0 and dicts[2]["score"] == 0.0
     assert dicts[1]["integrity_violation"] == 1.0
+
+
+@pytest.mark.parametrize("ground_truth, extra_info", [
+    (None, None), ("", {}), ({"task": None}, {"index": 0}), (17, {"num_turns": 2}),
+])
+def test_verl_sample_without_a_task_is_an_error_dict_not_an_exception(ground_truth,
+                                                                        extra_info):
+    from proctor.rl.verl import VERL_KEYS, compute_score, compute_score_batch
+
+    d = compute_score("proctor", "```diff\nx\n```", ground_truth, extra_info)
+    assert tuple(d) == VERL_KEYS and d["valid"] == 0.0 and d["score"] == 0.0
+    assert compute_score_batch(["proctor"], ["x"], [ground_truth], [extra_info]) == [d]
+
+
+def test_verl_missing_task_directory_is_an_error_dict(tmp_path):
+    from proctor.rl.verl import compute_score
+
+    d = compute_score("proctor", f"```diff\n{DIFF}```", str(tmp_path / "absent"),
+                      {"num_turns": None, "rollout_reward_scores": {}})
+    assert d["valid"] == 0.0 and d["score"] == 0.0
