@@ -22,9 +22,10 @@ gathers one ``NaiveRewardManager.run_single`` per sample on its event loop, whic
 the response (``skip_special_tokens=True``) and runs this function with keywords
 ``data_source, solution_str, ground_truth, extra_info`` in the loop's default thread pool
 (``min(32, cores + 4)`` threads); ``extra_info`` gains ``num_turns`` and
-``rollout_reward_scores``. So calls come from many threads of several processes at once:
-the sandboxes they start are capped per process (see the README), hence
-``num_workers: 1`` on one machine. The returned dict's ``score`` is the reward, every key
+``rollout_reward_scores`` (and an agent loop's ``extra_fields``, where ``patch`` may come
+from). So calls come from many threads of several processes at once; Proctor caps the
+sandboxes they start (``PROCTOR_MAX_SANDBOXES``, see the README) and the rest wait; one
+worker is enough on one machine. The returned dict's ``score`` is the reward, every key
 goes to ``reward_extra_info`` (all samples must have the same keys, which they do).
 
 Legacy (verl < 0.9): the top-level ``custom_reward_function`` and
