@@ -216,3 +216,18 @@ def test_a_diff_outside_the_answer_is_not_a_patch(where, ref):
                          {"role": "assistant", "content": "No idea."}],
     }[where]
     assert extract_patch(completion) is None
+
+
+@pytest.mark.parametrize("completion", [
+    " \n" * 50_000 + "x",              # degenerate whitespace (was 19 s: quadratic)
+    "<think>" * 20_000,                 # reasoning opened again and again (was 17 s)
+    "x" + " </s>" * 50_000,
+    "```diff\n" + "\n" * 200_000,
+    "<tool_call>{" * 20_000,
+])
+def test_degenerate_completions_take_linear_time(completion):
+    import time
+
+    start = time.monotonic()
+    assert extract_patch(completion) is None
+    assert time.monotonic() - start < 3.0

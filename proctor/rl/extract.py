@@ -61,11 +61,9 @@ SPECIAL_TOKEN = (r"(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|</?s>|
                  r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>)")
 _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
-_TRAIL = re.compile(rf"(?:\s*{_TOKEN})+\s*\Z")
+_TRAIL = re.compile(rf"{_TOKEN}\Z")
 _ONLY_TOKENS = re.compile(rf"[ \t]*(?:{_TOKEN}[ \t]*)*\Z")
-_THINK_PAIR = re.compile(r"<(think|thinking)>.*?</\1>", re.S)
-_THINK_CLOSE = re.compile(r"</(?:think|thinking)>")
-_THINK_OPEN = re.compile(r"<(?:think|thinking)>")
+_THINK_TAG = re.compile(r"<(/?)(think|thinking)>")
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _OPEN_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)\Z")
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -160,15 +158,40 @@ def _from_json(value) -> str | None:
 # --------------------------------------------------------------------------- text
 
 
-def _answer(text: str) -> str:
-    text = _THINK_PAIR.sub("", text)
-    if (m := _THINK_CLOSE.search(text)) is not None:
-        text = text[[m.end() for m in _THINK_CLOSE.finditer(text)][-1]:]
-    if (m := _THINK_OPEN.search(text)) is not None:
-        text = text[:m.start()]
-    text = _TRAIL.sub("", text)
+def _without_reasoning(text: str) -> str:
+    """``text`` without reasoning blocks, one pass (linear in the text)."""
+    kept, pos, opened = [], 0, None
+    for m in _THINK_TAG.finditer(text):
+        closing, name = m.group(1) == "/", m.group(2)
+        if opened is None and not closing:
+            kept.append(text[pos:m.start()])
+            opened = name
+        elif opened is None:  # a close with no open: the prompt opened it
+            kept, pos = [], m.end()
+        elif closing and name == opened:
+            opened, pos = None, m.end()
+    if opened is None:
+        kept.append(text[pos:])
+    return "".join(kept)
+
+
+def _strip_tokens(text: str) -> str:
+    """``text`` without the special tokens (and spaces) at its end and start."""
+    end = len(text)
+    while True:
+        while end > 0 and text[end - 1].isspace():
+            end -= 1
+        m = _TRAIL.search(text, max(0, end - 64), end)
+        if m is None:
+            break
+        end = m.start()
+    text = text[:end]
     m = _LEAD.match(text)
     return text[m.end():] if m else text
+
+
+def _answer(text: str) -> str:
+    return _strip_tokens(_without_reasoning(text))
 
 
 def _from_text(text: str, tools: bool = True) -> str | None:
