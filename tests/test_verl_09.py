@@ -81,9 +81,11 @@ def tokenizer_dir(tmp_path_factory, toolz_patches) -> Path:
     return out
 
 
-def dataproto(tokenizer, prompts: list[str], responses: list[str], tasks: list[str]):
+def dataproto(tokenizer, prompts: list[str], responses: list[str], tasks: list[str],
+              extra_fields: list[dict]):
     """A rollout batch as verl 0.9 hands it to the reward loop: left-padded prompts,
-    right-padded responses ending in EOS, attention mask, non-tensor fields."""
+    right-padded responses ending in EOS, attention mask, non-tensor fields (an agent
+    loop's ``extra_fields`` as ``tool_extra_fields``)."""
     import numpy as np
     import torch
     from verl import DataProto
@@ -102,7 +104,8 @@ def dataproto(tokenizer, prompts: list[str], responses: list[str], tasks: list[s
         non_tensors={"data_source": np.array(["proctor/toolz"] * n, dtype=object),
                      "reward_model": np.array([{"ground_truth": t, "style": "rule"}
                                                for t in tasks], dtype=object),
-                     "extra_info": np.array([{"index": i} for i in range(n)], dtype=object)})
+                     "extra_info": np.array([{"index": i} for i in range(n)], dtype=object),
+                     "tool_extra_fields": np.array(extra_fields, dtype=object)})
 
 
 @pytest.mark.docker
@@ -116,15 +119,17 @@ def test_reward_loop_worker_scores_like_proctor_score(toolz_task, toolz_patches,
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     ref, part = toolz_patches["reference"].decode(), toolz_patches["partial"].decode()
     responses = [f"The fix:\n```diff\n{ref}```", f"```diff\n{part}```", "I am not sure.",
-                 f"```diff\n{ref}```"]
-    tasks = [str(toolz_task)] * 3 + [str(toolz_task / "absent")]
-    data = dataproto(tokenizer, ["Fix getter."] * 4, responses, tasks)
+                 f"```diff\n{ref}```", "I edited the file."]
+    tasks = [str(toolz_task)] * 3 + [str(toolz_task / "absent"), str(toolz_task)]
+    fields = [{}] * 4 + [{"patch": ref}]  # an agent loop that kept the workspace's diff
+    data = dataproto(tokenizer, ["Fix getter."] * 5, responses, tasks, fields)
     # the loop the worker (and its manager) took at construction, as in its Ray actor
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
     expected = [score(toolz_task, p.encode()).reward for p in (ref, part)]
-    assert [o["reward_score"] for o in outputs[:3]] == [pytest.approx(expected[0]),
-                                                        pytest.approx(expected[1]), 0.0]
+    assert [o["reward_score"] for o in outputs] == [
+        pytest.approx(expected[0]), pytest.approx(expected[1]), 0.0, 0.0,
+        pytest.approx(expected[0])]
     infos = [o["reward_extra_info"] for o in outputs]
-    assert [i["valid"] for i in infos] == [1.0, 1.0, 1.0, 0.0]  # missing task: an error
+    assert [i["valid"] for i in infos] == [1.0, 1.0, 1.0, 0.0, 1.0]  # missing task: error
     assert infos[2]["no_patch"] == 1.0 and outputs[3]["reward_score"] == 0.0
     assert all(set(i) == set(VERL_KEYS) for i in infos)
