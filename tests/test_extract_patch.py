@@ -105,6 +105,9 @@ SHAPES = {
         '<tool_call>{"name": "submit", "arguments": {"patch": "'
         + p.replace("\\", "\\\\").replace('"', '\\"') + '"}}'),
     "json_object": lambda p, d: json.dumps({"explanation": "both branches", "diff": p}),
+    "tool_use_part": lambda p, d: [{"role": "assistant", "content": [
+        {"type": "text", "text": "Submitting."},
+        {"type": "tool_use", "id": "t1", "name": "submit", "input": {"patch": p}}]}],
     "message_parts": lambda p, d: [{"role": "assistant", "content": [
         {"type": "text", "text": f"```diff\n{p}```"}]}],
 }

@@ -6,8 +6,9 @@
    label ``{"patch": ...}``): used as is, the completion is ignored.
 2. **Messages** (a list of ``{"role", "content", "tool_calls"}`` dicts, OpenAI / TRL chat
    format, or one such dict): the assistant messages (every message when none has a role)
-   are searched from the last one back; in each, its ``tool_calls`` (last first) and then its
-   ``content`` (a string, or a list of ``{"type": "text", "text"}`` parts).
+   are searched from the last one back; in each, its ``tool_calls`` and ``tool_use``
+   content parts (last first, as in 3c) and then its ``content`` (a string, or the
+   ``{"type": "text", "text"}`` parts of a list).
 3. In one text (a string completion, a message's content):
 
    a. Chat special tokens are cut at the start (``<|im_start|>assistant``,
@@ -106,10 +107,14 @@ def _from_messages(completion: dict | list) -> str | None:
     if any("role" in m for m in msgs):
         msgs = [m for m in msgs if m.get("role") == "assistant"]
     for msg in reversed(msgs):
-        for call in reversed(msg.get("tool_calls") or []):
+        content = msg.get("content")
+        parts = content if isinstance(content, list) else []
+        calls = [*(msg.get("tool_calls") or []),
+                 *(p for p in parts if isinstance(p, dict) and p.get("type") == "tool_use")]
+        for call in reversed(calls):
             if isinstance(call, dict) and (found := _from_json(call)) is not None:
                 return found
-        if (found := _from_text(_content_text(msg.get("content")))) is not None:
+        if (found := _from_text(_content_text(content))) is not None:
             return found
     return None
 
