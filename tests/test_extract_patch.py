@@ -210,6 +210,16 @@ def test_controls_are_not_patches(completion):
     assert extract_patch(completion) is None
 
 
+@pytest.mark.parametrize("completion", [
+    [1, "x", None], {"tool_calls": 5}, {"role": "assistant", "content": {"a": 1}},
+    [{"role": "assistant", "tool_calls": ["x", {"function": {"arguments": "{not json"}}]}],
+    {"patch": 3}, '{"patch": ' + "[" * 100_000, "<tool_call>" + "[" * 100_000, 42, b"bytes",
+    [{"role": "assistant", "content": [{"type": "tool_use", "input": "nope"}, 7]}],
+])
+def test_odd_shapes_never_raise(completion):
+    assert extract_patch(completion) is None
+
+
 @pytest.mark.parametrize("where", ["think", "unclosed_think", "user_message"])
 def test_a_diff_outside_the_answer_is_not_a_patch(where, ref):
     completion = {

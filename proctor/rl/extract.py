@@ -109,7 +109,8 @@ def _from_messages(completion: dict | list) -> str | None:
     for msg in reversed(msgs):
         content = msg.get("content")
         parts = content if isinstance(content, list) else []
-        calls = [*(msg.get("tool_calls") or []),
+        tool_calls = msg.get("tool_calls")
+        calls = [*(tool_calls if isinstance(tool_calls, list) else []),
                  *(p for p in parts if isinstance(p, dict) and p.get("type") == "tool_use")]
         for call in reversed(calls):
             if isinstance(call, dict) and (found := _from_json(call)) is not None:
