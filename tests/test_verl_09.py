@@ -54,7 +54,14 @@ def test_pre_0_9_keys_are_ignored_or_refused():
     legacy = verl_config("custom_reward_function.path=pkg://proctor.rl.verl",
                          "custom_reward_function.name=compute_score",
                          "reward_model.reward_manager=batch")
-    assert get_custom_reward_fn(legacy) is None  # verl's default scorer would be used
+    assert get_custom_reward_fn(legacy) is None
+    from verl.trainer.ppo.reward import load_reward_manager
+    from verl.utils.reward_score import default_compute_score
+
+    manager = load_reward_manager(legacy, tokenizer=None)  # what 0.9 builds from it
+    assert manager.compute_score is default_compute_score  # not Proctor's
+    with pytest.raises(NotImplementedError):
+        manager.compute_score(data_source="proctor/toolz", solution_str="x", ground_truth="t")
     batch = verl_config(*README_CONFIG, "reward.reward_manager.name=batch")
     with pytest.raises(ValueError, match="Unknown reward manager: batch"):
         resolve_reward_manager_cls(batch)
