@@ -244,3 +244,18 @@ def test_degenerate_completions_take_linear_time(completion):
     start = time.monotonic()
     assert extract_patch(completion) is None
     assert time.monotonic() - start < 3.0
+
+
+@pytest.mark.docker
+def test_rewritten_patches_score_like_the_reference(toolz_task, ref):
+    """The two shapes whose bytes differ from the reference (CRLF throughout, empty context
+    lines without their space) score what the reference scores, through the real apply
+    step, integrity check and suites."""
+    from proctor.rl.completions import Completion, score_completions
+
+    crlf = f"```diff\n{ref}```<|im_end|>".replace("\n", "\r\n")
+    stripped = "Fix:\n" + ref.replace("\n \n", "\n\n") + "\nThat is all.\n"
+    recs = score_completions([Completion(task=str(toolz_task), completion=c)
+                              for c in (crlf, stripped)])
+    assert [r.reward for r in recs] == [pytest.approx(0.998)] * 2
+    assert recs[0].apply_strategy == "git_apply_lf" and not recs[1].integrity.violated
