@@ -91,3 +91,22 @@ def test_openrlhf_reward_func_file_mode(toolz_task, answers, monkeypatch):
     assert out["rewards"] == [PARTIAL, 0.0]
     assert out["scores"] == [PARTIAL, 0.0]
     assert out["extra_logs"]["proctor_no_patch"] == [0.0, 1.0]
+
+
+@pytest.mark.docker
+def test_openrlhf_query_with_special_tokens_and_bad_labels(toolz_task, toolz_patches,
+                                                          monkeypatch):
+    """Issue 13: OpenRLHF decodes prompt + response with skip_special_tokens=False, so a
+    correct patch ends in ```<|im_end|> (it used to score 0.0 no_patch); one bad label or
+    missing task is an error record for that sample only, never an exception."""
+    reward_func = load_by_path("openrlhf.py", "reward_module").reward_func
+    monkeypatch.setitem(sys.modules, "torch", None)
+    ref = toolz_patches["reference"].decode()
+    prompt = "<|im_start|>user\nFix getter.<|im_end|>\n<|im_start|>assistant\n"
+    answer = f"The fix:\n```diff\n{ref}```<|im_end|>\n<|endoftext|>"
+    queries = [prompt + answer, prompt + f"```diff\n{ref}</s>", prompt + answer, prompt + answer]
+    labels = [str(toolz_task), str(toolz_task), '{"task": ', "/nonexistent/task"]
+    out = reward_func(queries, [prompt] * 4, labels)
+    assert out["rewards"] == [pytest.approx(0.998), pytest.approx(0.998), 0.0, 0.0]
+    assert out["extra_logs"]["proctor_valid"] == [1.0, 1.0, 0.0, 0.0]
+    assert out["extra_logs"]["proctor_no_patch"] == [0.0] * 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 import types
@@ -146,20 +147,102 @@ def test_trl_maps_errors_to_none_sync_and_async(monkeypatch):
         func(prompts=["p"], completions=["c"])
 
 
-def test_openrlhf_strips_the_prompt_and_parses_json_labels(monkeypatch):
+@pytest.fixture
+def tasks(tmp_path):
+    """Two task directories (a task.toml is what the OpenRLHF adapter checks for)."""
+    out = []
+    for name in ("task", "task2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "task.toml").write_text("")
+        out.append(str(tmp_path / name))
+    return out
+
+
+def test_openrlhf_strips_the_prompt_and_parses_json_labels(monkeypatch, tasks):
     import proctor.rl.openrlhf as orl
 
     seen = fake_score_completions(monkeypatch, orl, [rec(1.2), rec(None, status="error")])
     monkeypatch.setitem(sys.modules, "torch", None)  # no torch: plain lists
     out = orl.reward_func(["PROMPT```diff\nx\n```", "Q2 answer"], ["PROMPT", "Q2 "],
-                          ["/task", '{"task": "/task2", "rollout_id": "r9"}'])
-    assert seen[0].completion == "```diff\nx\n```" and seen[0].task == "/task"
-    assert seen[1].task == "/task2" and seen[1].rollout_id == "r9"
+                          [tasks[0], json.dumps({"task": tasks[1], "rollout_id": "r9"})])
+    assert seen[0].completion == "```diff\nx\n```" and seen[0].task == tasks[0]
+    assert seen[1].task == tasks[1] and seen[1].rollout_id == "r9"
     assert out["rewards"] == [1.2, 0.0] and out["scores"] == [1.0, 0.0]
     assert out["extra_logs"]["proctor_valid"] == [1.0, 0.0]
 
 
-def test_openrlhf_returns_tensors_when_torch_is_importable(monkeypatch):
+BAD_LABELS = {
+    "not_json": '{"task": ',
+    "no_task": '{"patch": "x"}',
+    "blank_task": {"task": " "},
+    "missing_task_dir": "/nonexistent/proctor-task",
+    "not_a_string": 17,
+    "none": None,
+}
+
+
+def test_openrlhf_bad_labels_are_error_records_for_that_item_only(monkeypatch, tasks):
+    import proctor.rl.openrlhf as orl
+
+    seen = fake_score_completions(monkeypatch, orl, [rec(0.75)])
+    monkeypatch.setitem(sys.modules, "torch", None)
+    labels = [*BAD_LABELS.values(), tasks[0]]
+    n = len(labels)
+    out = orl.score_queries(["P answer"] * n, ["P "] * n, labels)
+    assert out["rewards"] == [0.0] * (n - 1) + [0.75]
+    assert out["extra_logs"]["proctor_valid"] == [0.0] * (n - 1) + [1.0]
+    assert [e.task for e in seen] == [tasks[0]]  # the bad ones never reach the scorer
+    records = [orl._entry("q", "q", lab) for lab in BAD_LABELS.values()]
+    assert all(r.status == "error" and r.error.kind == "bad_input" for r in records)
+    assert "not valid JSON" in records[0].error.message
+    assert "no 'task'" in records[1].error.message
+    assert "no task at" in records[3].error.message
+
+
+def test_openrlhf_lists_of_different_lengths_raise():
+    import proctor.rl.openrlhf as orl
+
+    with pytest.raises(ValueError, match="differ in length"):
+        orl.score_queries(["q"], [], ["t"])
+
+
+def test_openrlhf_query_that_lost_its_prompt_is_an_error_record(monkeypatch, tasks):
+    import proctor.rl.openrlhf as orl
+
+    fake_score_completions(monkeypatch, orl, [])
+    out = orl.score_queries(["something else entirely"], ["the prompt"], [tasks[0]])
+    assert out["extra_logs"]["proctor_valid"] == [0.0]
+
+
+CHATML = "<|im_start|>user\nFix getter.<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("query, prompt", [
+    (CHATML + "ANSWER<|im_end|>", CHATML),                       # special tokens kept
+    ("<s>" + CHATML + "ANSWER</s>", CHATML),                     # a BOS before the prompt
+    (CHATML.replace("\n", " ") + "ANSWER", CHATML),              # decode changed spacing
+    (CHATML[14:] + "ANSWER", CHATML),                            # prompt cut from the left
+    ("<|im_start|>user\nFix it!<|im_end|><|im_start|>assistant\nANSWER", "Fix it ?"),
+])
+def test_openrlhf_response_of_finds_the_response(query, prompt):
+    from proctor.rl.openrlhf import response_of
+
+    assert response_of(query, prompt).strip().removesuffix("<|im_end|>").removesuffix(
+        "</s>") == "ANSWER"
+
+
+def test_openrlhf_prompt_diff_is_never_the_patch(monkeypatch, tasks):
+    """A diff in the prompt (an example, the issue) is not the response's patch."""
+    import proctor.rl.openrlhf as orl
+
+    seen = fake_score_completions(monkeypatch, orl, [rec(0.0)])
+    prompt = f"{CHATML[:-32]}Example:\n```diff\n{DIFF}```<|im_end|>\n<|im_start|>assistant\n"
+    orl.score_queries(["<s>" + prompt.replace("\n", " \n") + "No idea.<|im_end|>"], [prompt],
+                      [tasks[0]])
+    assert extract_patch(seen[0].completion) is None
+
+
+def test_openrlhf_returns_tensors_when_torch_is_importable(monkeypatch, tasks):
     import proctor.rl.openrlhf as orl
 
     fake_score_completions(monkeypatch, orl, [rec(0.25)])
@@ -167,7 +250,7 @@ def test_openrlhf_returns_tensors_when_torch_is_importable(monkeypatch):
     torch.float32 = "float32"
     torch.tensor = lambda values, dtype: ("tensor", tuple(values), dtype)
     monkeypatch.setitem(sys.modules, "torch", torch)
-    out = orl.reward_func(["q"], ["p"], ["/t"])
+    out = orl.reward_func(["p q"], ["p"], [tasks[0]])
     assert out["rewards"] == ("tensor", (0.25,), "float32")
     assert out["extra_logs"]["proctor_valid"] == ("tensor", (1.0,), "float32")
 
@@ -181,3 +264,23 @@ def test_verl_keys_are_the_same_for_every_kind_of_record():
         assert tuple(d) == VERL_KEYS and all(isinstance(v, float) for v in d.values())
     assert dicts[2]["valid"] == 0.0 and dicts[2]["score"] == 0.0
     assert dicts[1]["integrity_violation"] == 1.0
+
+
+@pytest.mark.parametrize("ground_truth, extra_info", [
+    (None, None), ("", {}), ({"task": None}, {"index": 0}), (17, {"num_turns": 2}),
+])
+def test_verl_sample_without_a_task_is_an_error_dict_not_an_exception(ground_truth,
+                                                                        extra_info):
+    from proctor.rl.verl import VERL_KEYS, compute_score, compute_score_batch
+
+    d = compute_score("proctor", "```diff\nx\n```", ground_truth, extra_info)
+    assert tuple(d) == VERL_KEYS and d["valid"] == 0.0 and d["score"] == 0.0
+    assert compute_score_batch(["proctor"], ["x"], [ground_truth], [extra_info]) == [d]
+
+
+def test_verl_missing_task_directory_is_an_error_dict(tmp_path):
+    from proctor.rl.verl import compute_score
+
+    d = compute_score("proctor", f"```diff\n{DIFF}```", str(tmp_path / "absent"),
+                      {"num_turns": None, "rollout_reward_scores": {}})
+    assert d["valid"] == 0.0 and d["score"] == 0.0

@@ -1,9 +1,11 @@
 """RL helpers: group advantages, patch extraction from completions, trainer adapters.
 
     from proctor.rl import group_advantages, extract_patch
-    from proctor.rl.verl import compute_score, compute_score_batch       # verl
-    from proctor.rl.trl import make_reward_func                          # TRL GRPOTrainer
-    proctor/rl/openrlhf.py                                               # OpenRLHF file mode
+    from proctor.rl.verl import compute_score        # verl 0.9: reward.custom_reward_function
+    from proctor.rl.trl import make_reward_func      # TRL GRPOTrainer
+    proctor/rl/openrlhf.py                           # OpenRLHF file mode (--remote_rm_url)
+
+``extract_patch`` rules: :mod:`proctor.rl.extract`.
 
 The adapters import their framework lazily (torch for OpenRLHF only if installed);
 ``import proctor.rl`` needs none of them.

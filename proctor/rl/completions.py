@@ -1,26 +1,17 @@
 """Finding the patch in a model completion, and scoring completions.
 
-Where the patch comes from, first match wins:
-
-1. An explicit patch: verl ``extra_info["patch"]``, a TRL dataset column ``patch``, an
-   OpenRLHF label ``{"patch": ...}``. Use it when the agent loop already produced the diff
-   (e.g. ``git diff`` of the agent's workspace); the completion text is then ignored.
-2. The **last** fenced block (```` ``` ```` or ``~~~``) whose info string is ``diff``,
-   ``patch`` or ``udiff``.
-3. The last fenced block of any language whose body is a unified diff (starts with
-   ``diff --git`` or a ``--- `` / ``+++ `` header pair).
-4. The whole completion, when it is itself a unified diff (starts with ``diff --git`` or
-   ``--- ``).
+The patch is found by :func:`proctor.rl.extract.extract_patch` (its module docstring has
+the rules: an explicit patch first, then tool calls, the last fenced ``diff`` block, a bare
+diff; special tokens, reasoning blocks and CRLF handled).
 
 No patch found: an honest failure, status ``scored``, reward 0.0 (what an empty patch
 earns), ``reason == "no_patch"``. Conversational completions (a list of
 ``{"role", "content"}`` messages, as TRL passes them) are searched in their assistant
-messages' contents.
+messages.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +19,9 @@ from pathlib import Path
 from proctor.harness.batch import BatchOptions, iter_batch, shared_rollout_scorer
 from proctor.harness.rollout_io import BatchItem, Rollout
 from proctor.record import RewardRecord
+from proctor.rl.extract import extract_patch
 
 NO_PATCH = "no_patch"
-DIFF_LANGS = {"diff", "patch", "udiff"}
-_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=fence)"
-                    r"[ \t]*$", re.M | re.S)
-_DIFF_START = re.compile(r"\A(diff --git |--- \S.*\n\+\+\+ )")
 
 
 def completion_text(completion: str | list | dict | None) -> str:
@@ -49,28 +37,6 @@ def completion_text(completion: str | list | dict | None) -> str:
     if any("role" in m for m in msgs):
         msgs = [m for m in msgs if m.get("role") == "assistant"]
     return "\n".join(str(m.get("content") or "") for m in msgs)
-
-
-def _looks_like_diff(text: str) -> bool:
-    return bool(_DIFF_START.match(text.lstrip("\n")))
-
-
-def extract_patch(completion: str | list | dict | None, explicit: str | None = None
-                  ) -> str | None:
-    """The patch text (ending in a newline), or None when there is none (pure)."""
-    if explicit is not None and explicit.strip():
-        return explicit
-    text = completion_text(completion)
-    blocks = [(m["info"].strip().split()[0].lower() if m["info"].strip() else "", m["body"])
-              for m in _FENCE.finditer(text)]
-    chosen = next((body for lang, body in reversed(blocks) if lang in DIFF_LANGS), None)
-    if chosen is None:
-        chosen = next((body for _, body in reversed(blocks) if _looks_like_diff(body)), None)
-    if chosen is None and _looks_like_diff(text):
-        chosen = text
-    if chosen is None or not chosen.strip():
-        return None
-    return chosen.lstrip("\n") if chosen.endswith("\n") else chosen.lstrip("\n") + "\n"
 
 
 def no_patch_record(task: str | Path, *, rollout_id: str, group_id: str | None = None,

@@ -1,9 +1,11 @@
 """OpenRLHF adapter: the file-mode reward function (``--remote_rm_url <this file>``).
 
-OpenRLHF loads this file and calls ``reward_func(queries, prompts, labels)``: ``queries``
-are prompt + response as one string, ``prompts`` the prompts, ``labels`` the
-``--label_key`` column. The response is the query with its prompt removed (only the
-response is searched for a patch). A label is the task directory, or a JSON object string
+OpenRLHF (0.11) loads this file and calls ``reward_func(queries, prompts, labels)`` from a
+thread, one sample per call: ``queries`` are ``tokenizer.decode(prompt ids + response ids,
+skip_special_tokens=False)``, so they keep the chat template's special tokens and the EOS;
+``prompts`` the prompts as given; ``labels`` the ``--label_key`` column. The response is the
+query after its prompt (:func:`response_of`; only the response is searched for a patch, see
+:mod:`proctor.rl.extract`). A label is the task directory, or a JSON object (or its string)
 ``{"task": ..., "patch": ..., "rollout_id": ..., "group_id": ...}``.
 
     --remote_rm_url /path/to/proctor/rl/openrlhf.py --label_key task
@@ -13,15 +15,26 @@ importable (always the case inside OpenRLHF), plain lists of floats otherwise (e
 HTTP server). ``rewards`` is the reward (harness errors: 0.0, OpenRLHF has no mask; see
 ``extra_logs["proctor_valid"]``), ``scores`` the reward clamped to 0..1 for dynamic
 filtering, ``extra_logs`` per-sample figures for logging.
+
+Never raises for one bad sample (OpenRLHF logs a reward function's exception and drops the
+sample's reward): a label that is not a task, a missing task directory, a query that does
+not hold its prompt each give that sample an error record (reward 0.0, ``proctor_valid``
+0.0, the reason in ``proctor_error``... see :func:`score_queries`). Lists of different
+lengths raise ValueError (the caller's bug, not a sample's).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from proctor.harness.batch import BatchOptions
+from proctor.harness.rollout_io import BAD_INPUT, error_record
+from proctor.record import RewardRecord
 from proctor.rl.completions import Completion, score_completions
-from proctor.rl.verl import to_verl_dict
+from proctor.rl.extract import SPECIAL_TOKEN as _SPECIAL
+from proctor.rl.verl import VERL_KEYS, to_verl_dict
 
 
 def _tensor(values: list[float]):
@@ -32,26 +45,108 @@ def _tensor(values: list[float]):
     return torch.tensor(values, dtype=torch.float32)
 
 
-def _entry(query: str, prompt: str, label) -> Completion:
-    response = query[len(prompt):] if prompt and query.startswith(prompt) else query
-    info = label if isinstance(label, dict) else None
-    if info is None and isinstance(label, str) and label.lstrip().startswith("{"):
-        info = json.loads(label)
-    if info is None:
-        return Completion(task=str(label), completion=response)
-    if not info.get("task"):
-        raise ValueError(f"OpenRLHF label without 'task': {label!r}")
-    return Completion(task=str(info["task"]), completion=response, patch=info.get("patch"),
-                      rollout_id=info.get("rollout_id"), group_id=info.get("group_id"))
+_TOKEN = re.compile(rf"{_SPECIAL}|\s+")
+#: Generation prompts of common chat templates: the response starts after the last one.
+_ASSISTANT_HEADERS = ("<|im_start|>assistant", "<|start_header_id|>assistant<|end_header_id|>",
+                      "<start_of_turn>model", "<｜Assistant｜>", "<|assistant|>",
+                      "<|start|>assistant", "[/INST]")
+
+
+def _normalised(text: str) -> tuple[str, list[int]]:
+    """``text`` without special tokens and whitespace, and for each kept character the
+    index after it in ``text``."""
+    kept, ends, pos = [], [], 0
+    for m in _TOKEN.finditer(text):
+        for k in range(pos, m.start()):
+            kept.append(text[k])
+            ends.append(k + 1)
+        pos = m.end()
+    for k in range(pos, len(text)):
+        kept.append(text[k])
+        ends.append(k + 1)
+    return "".join(kept), ends
+
+
+def response_of(query: str, prompt: str) -> str | None:
+    """The response part of an OpenRLHF query, or None when the prompt cannot be found.
+
+    Tried in order: the query starts with the prompt; contains it (a BOS before it); the
+    same with special tokens and whitespace ignored (the tokenizer's decode does not give
+    the prompt's text back); the query starts with the end of the prompt (OpenRLHF cut a
+    long prompt from the left); the text after the last chat-template generation prompt
+    (``<|im_start|>assistant`` ...) in the query.
+    """
+    if not prompt:
+        return query
+    if query.startswith(prompt):
+        return query[len(prompt):]
+    if (at := query.find(prompt)) >= 0:
+        return query[at + len(prompt):]
+    nq, ends = _normalised(query)
+    np_, _ = _normalised(prompt)
+    if np_:
+        if (at := nq.find(np_)) >= 0:
+            return query[ends[at + len(np_) - 1]:]
+        tail = np_[-64:] if len(np_) > 128 else np_[len(np_) // 2:]
+        at = nq.find(tail)
+        if at >= 0 and np_.endswith(nq[:at + len(tail)]):
+            return query[ends[at + len(tail) - 1]:]
+    cut = max((query.rfind(h) + len(h) if h in query else -1) for h in _ASSISTANT_HEADERS)
+    return query[cut:] if cut >= 0 else None
+
+
+def _label_info(label) -> dict:
+    """The label as ``{"task", ...}``; raises ValueError with the reason."""
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        try:
+            label = json.loads(label)
+        except ValueError as exc:
+            raise ValueError(f"label is not valid JSON ({exc}): {label[:200]!r}") from None
+    if isinstance(label, dict):
+        if not isinstance(label.get("task"), str) or not label["task"].strip():
+            raise ValueError(f"label has no 'task' (the task directory): {str(label)[:200]!r}")
+        return label
+    if isinstance(label, str) and label.strip():
+        return {"task": label}
+    raise ValueError(f"label must be a task directory or a JSON object with 'task', got "
+                     f"{type(label).__name__} {str(label)[:200]!r}")
+
+
+def _entry(query, prompt, label) -> Completion | RewardRecord:
+    try:
+        info = _label_info(label)
+    except ValueError as exc:
+        return error_record(rollout_id=None, kind=BAD_INPUT, message=str(exc))
+    ids = dict(rollout_id=info.get("rollout_id"), group_id=info.get("group_id"))
+    task = str(info["task"])
+    if not Path(task, "task.toml").is_file():
+        return error_record(kind=BAD_INPUT, task=task, **ids,
+                            message=f"no task at {task!r} (no task.toml there)")
+    response = response_of(str(query or ""), str(prompt or ""))
+    if response is None and not info.get("patch"):
+        return error_record(kind=BAD_INPUT, task=task, **ids,
+                            message="the query does not contain its prompt: cannot tell the "
+                                    "response apart (is the prompt what OpenRLHF was given?)")
+    return Completion(task=task, completion=response, patch=info.get("patch"), **ids)
 
 
 def score_queries(queries, prompts, labels, workers: int | None = None) -> dict:
-    """The work of :func:`reward_func`, returning plain lists (JSON-ready)."""
+    """The work of :func:`reward_func`, returning plain lists (JSON-ready): ``rewards``,
+    ``scores`` and ``extra_logs`` (``proctor_<key>`` for every key of
+    :data:`proctor.rl.verl.VERL_KEYS` but ``score``). A sample that cannot be scored (bad
+    label, missing task, see the module docstring) gets an error record: reward 0.0,
+    ``proctor_valid`` 0.0. Raises ValueError when the three lists differ in length."""
+    queries, prompts, labels = list(queries), list(prompts), list(labels)
+    if not len(queries) == len(prompts) == len(labels):
+        raise ValueError(f"queries, prompts and labels differ in length: {len(queries)}, "
+                         f"{len(prompts)}, {len(labels)}")
     entries = [_entry(q, p, lab) for q, p, lab in zip(queries, prompts, labels, strict=True)]
-    dicts = [to_verl_dict(r) for r in score_completions(entries, BatchOptions(workers=workers))]
+    todo = [e for e in entries if isinstance(e, Completion)]
+    scored = iter(score_completions(todo, BatchOptions(workers=workers)) if todo else [])
+    records = [next(scored) if isinstance(e, Completion) else e for e in entries]
+    dicts = [to_verl_dict(r) for r in records]
     rewards = [d["score"] for d in dicts]
-    logs = {f"proctor_{k}": [d[k] for d in dicts] for k in dicts[0] if k != "score"} \
-        if dicts else {}
+    logs = {f"proctor_{k}": [d[k] for d in dicts] for k in VERL_KEYS if k != "score"}
     return {"rewards": rewards, "scores": [min(1.0, max(0.0, r)) for r in rewards],
             "extra_logs": logs}
 

@@ -7,7 +7,7 @@ error must get. Async reward functions (``async def``) are awaited concurrently 
 others by recent TRL versions; :func:`make_reward_func` builds either kind.
 
 Dataset columns read: ``task`` (task directory, required), ``patch`` (optional explicit
-patch; else the completion's fenced diff, see :mod:`proctor.rl.completions`).
+patch; else the patch found in the completion, see :mod:`proctor.rl.extract`).
 
     from proctor.rl.trl import make_reward_func
     trainer = GRPOTrainer(model=..., reward_funcs=[make_reward_func(workers=8)],

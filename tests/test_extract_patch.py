@@ -1,0 +1,261 @@
+"""extract_patch on the shapes completions really have (special tokens after the fence, a
+fence never closed, reasoning drafts, tool calls, CRLF, bare diffs after prose), each checked
+end to end: the extracted patch is the one the model meant, and ``git apply --check`` takes
+it through the apply step's strategies against the toolz example's repo (or a small repo
+with CRLF and markdown files). Controls: text that only looks like a patch gives None."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from proctor.harness.workspace import APPLY_STRATEGIES
+from proctor.rl import extract_patch
+
+
+def git(cwd: Path, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "core.autocrlf=false", *args], cwd=cwd, input=data,
+                          capture_output=True, check=False)
+
+
+def applies(repo: Path, patch: str) -> str | None:
+    """The first of the apply step's strategies under which ``git apply --check`` takes
+    the patch in ``repo`` (None: none does)."""
+    raw = patch.encode()
+    for name, flags, transform in APPLY_STRATEGIES:
+        data = transform(raw) if transform else raw
+        if git(repo, "apply", "--check", "--whitespace=nowarn", *flags, "-",
+               data=data).returncode == 0:
+            return name
+    return None
+
+
+@pytest.fixture(scope="module")
+def repo(toolz_task, tmp_path_factory) -> Path:
+    """A git copy of the toolz task's repo/ (what the apply step patches)."""
+    work = tmp_path_factory.mktemp("extract") / "repo"
+    shutil.copytree(toolz_task / "repo", work)
+    git(work, "init", "-q")
+    return work
+
+
+@pytest.fixture(scope="module")
+def ref(toolz_patches) -> str:
+    return toolz_patches["reference"].decode()
+
+
+@pytest.fixture(scope="module")
+def partial(toolz_patches) -> str:
+    return toolz_patches["partial"].decode()
+
+
+# --------------------------------------------------------------------------- shapes -> reference
+
+
+def tool_call_messages(patch: str) -> list:
+    return [{"role": "user", "content": "fix getter"},
+            {"role": "assistant", "content": "I will submit the fix.", "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "submit_patch",
+                              "arguments": json.dumps({"patch": patch})}}]}]
+
+
+SHAPES = {
+    # OpenRLHF keeps special tokens: the EOS comes right after the closing fence.
+    "fence_then_eos_s": lambda p, d: f"The fix:\n```diff\n{p}```</s>",
+    "fence_then_im_end": lambda p, d: f"```diff\n{p}```<|im_end|>",
+    "fence_then_endoftext": lambda p, d: f"```diff\n{p}```<|endoftext|>",
+    "fence_then_eot_id": lambda p, d: f"```diff\n{p}```<|eot_id|>",
+    "fence_then_end": lambda p, d: f"```diff\n{p}``` <|end|>",
+    "tokens_on_following_lines": lambda p, d: f"```diff\n{p}```\n<|im_end|>\n<|endoftext|>",
+    "text_after_fence": lambda p, d: f"```diff\n{p}```\nThis fixes both branches.\n",
+    "fence_never_closed_eos": lambda p, d: f"Patch:\n```diff\n{p}<|im_end|>",
+    "fence_never_closed": lambda p, d: f"```diff\n{p}",
+    "eos_glued_to_last_line": lambda p, d: f"```diff\n{p.rstrip()}</s>",
+    "last_diff_block_wins": lambda p, d: (f"First try:\n```diff\n{d}```\nTest:\n```python\n"
+                                          f"assert getter(0)([1]) == 1\n```\nBetter:\n"
+                                          f"```diff\n{p}```"),
+    "patch_tag": lambda p, d: f"```patch\n{p}```",
+    "udiff_tag": lambda p, d: f"```udiff\n{p}```",
+    "tag_with_attributes": lambda p, d: f"```Diff title=fix.diff\n{p}```",
+    "no_tag": lambda p, d: f"```\n{p}```",
+    "tilde_fence": lambda p, d: f"~~~diff\n{p}~~~",
+    "four_backticks": lambda p, d: f"````diff\n{p}````",
+    "indented_in_a_list": lambda p, d: "1. Apply:\n   ```diff\n" + "".join(
+        "   " + ln for ln in p.splitlines(keepends=True)) + "   ```\n",
+    "bare": lambda p, d: p,
+    "bare_after_prose": lambda p, d: f"Here is the fix:\n\n{p}\nLet me know if it works.\n",
+    "start_tokens_chatml": lambda p, d: f"<|im_start|>assistant\n```diff\n{p}```<|im_end|>",
+    "start_tokens_llama3": lambda p, d: ("<|start_header_id|>assistant<|end_header_id|>\n\n"
+                                         f"{p}<|eot_id|>"),
+    "think_draft_then_answer": lambda p, d: (f"<think>Maybe:\n```diff\n{d}```\nNo, both parts."
+                                             f"</think>\n```diff\n{p}```"),
+    "lone_think_close": lambda p, d: f"Draft:\n{d}\n</think>\n\nAnswer:\n```diff\n{p}```",
+    "openai_tool_calls": lambda p, d: tool_call_messages(p),
+    "openai_tool_calls_dict_arguments": lambda p, d: [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"function": {"name": "submit", "arguments": {"diff": p}}}]}],
+    "qwen_tool_call": lambda p, d: ('<tool_call>\n{"name": "submit_patch", "arguments": '
+                                    + json.dumps({"patch": p}) + "}\n</tool_call><|im_end|>"),
+    "qwen_tool_call_raw_newlines": lambda p, d: (
+        '<tool_call>{"name": "submit", "arguments": {"patch": "'
+        + p.replace("\\", "\\\\").replace('"', '\\"') + '"}}'),
+    "json_object": lambda p, d: json.dumps({"explanation": "both branches", "diff": p}),
+    "tool_use_part": lambda p, d: [{"role": "assistant", "content": [
+        {"type": "text", "text": "Submitting."},
+        {"type": "tool_use", "id": "t1", "name": "submit", "input": {"patch": p}}]}],
+    "message_parts": lambda p, d: [{"role": "assistant", "content": [
+        {"type": "text", "text": f"```diff\n{p}```"}]}],
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_real_shapes_give_the_patch_and_it_applies(shape, repo, ref, partial):
+    patch = extract_patch(SHAPES[shape](ref, partial))
+    assert patch == ref
+    assert applies(repo, patch) == "git_apply"
+
+
+def test_bare_diff_whose_empty_context_lines_lost_their_space(repo, ref):
+    stripped = ref.replace("\n \n", "\n\n")
+    patch = extract_patch(f"Fix:\n{stripped}\nThat is all.\n")
+    assert patch == stripped
+    assert applies(repo, patch) is not None
+
+
+def test_crlf_completion_applies_through_the_lf_strategy(repo, ref):
+    completion = f"Fix:\r\n```diff\r\n{ref}```\r\n".replace("\n", "\r\n").replace("\r\r", "\r")
+    patch = extract_patch(completion)
+    assert patch == ref.replace("\n", "\r\n")  # bytes kept: CR may be the file's own
+    assert applies(repo, patch) == "git_apply_lf"
+
+
+def test_no_newline_at_end_of_file_lines(repo, make_toolz_patch):
+    new_file = make_toolz_patch({"toolz/extra.py": (None, "X = 1")}).decode()
+    assert "\\ No newline at end of file" in new_file
+    for completion in (new_file, f"```diff\n{new_file}```</s>", f"Now:\n\n{new_file}Done."):
+        patch = extract_patch(completion)
+        assert patch == new_file
+        assert applies(repo, patch) == "git_apply"
+
+
+# --------------------------------------------------------------------------- CRLF and markdown repo
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory) -> Path:
+    """A repo with a CRLF file, a markdown file with a fenced block and an HTML file."""
+    work = tmp_path_factory.mktemp("mini") / "repo"
+    work.mkdir()
+    (work / "win.py").write_bytes(b"a = 1\r\nb = 2\r\n")
+    (work / "doc.md").write_text("Use:\n\n```\nrun()\n```\n\nEnd.\n")
+    (work / "page.html").write_text("<p>price</p>\n")
+    git(work, "init", "-q")
+    git(work, "add", "-A")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return work
+
+
+def diff_of(repo: Path, edits: dict[str, bytes]) -> str:
+    for rel, data in edits.items():
+        (repo / rel).write_bytes(data)
+    out = git(repo, "diff", "--no-color").stdout.decode()
+    git(repo, "checkout", "-q", "--", ".")
+    return out
+
+
+def test_crlf_file_keeps_its_carriage_returns(mini):
+    patch_text = diff_of(mini, {"win.py": b"a = 1\r\nb = 3\r\n"})
+    assert "b = 3\r\n" in patch_text
+    patch = extract_patch(f"```diff\n{patch_text}```<|im_end|>")
+    assert patch == patch_text and applies(mini, patch) == "git_apply"
+
+
+def test_markdown_fence_context_line_does_not_close_the_block(mini):
+    patch_text = diff_of(mini, {"doc.md": b"Use:\n\n```\nrun(fast=True)\n```\n\nEnd.\n"})
+    assert "\n ```\n" in patch_text
+    for completion in (f"```diff\n{patch_text}```", f"```\n{patch_text}```</s>", patch_text):
+        patch = extract_patch(completion)
+        assert patch == patch_text and applies(mini, patch) == "git_apply"
+
+
+def test_special_token_text_inside_the_diff_stays(mini):
+    patch_text = diff_of(mini, {"page.html": b"<p><s>price</s> sale</p>\n"})
+    for completion in (f"```diff\n{patch_text}```</s>", f"{patch_text}<|endoftext|>"):
+        patch = extract_patch(completion)
+        assert patch == patch_text and applies(mini, patch) == "git_apply"
+
+
+# --------------------------------------------------------------------------- controls
+
+
+@pytest.mark.parametrize("completion", [
+    "To compare, run diff --git a/toolz/itertoolz.py b/toolz/itertoolz.py in your shell.",
+    "diff --git a/toolz/itertoolz.py b/toolz/itertoolz.py\nis what I would run first.",
+    "```python\ndef getter(index):\n    return operator.itemgetter(index)\n```</s>",
+    "```\n--- a/x\nb\n```",
+    "```diff\n\n```</s>",
+    "<|im_end|>",
+    "<|im_start|>assistant\nI am not sure.<|im_end|>",
+    '<tool_call>{"name": "run_tests", "arguments": {"path": "toolz"}}</tool_call>',
+    '{"answer": "no change needed"}',
+    [{"role": "assistant", "content": "no diff", "tool_calls": [
+        {"function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}]}],
+])
+def test_controls_are_not_patches(completion):
+    assert extract_patch(completion) is None
+
+
+@pytest.mark.parametrize("completion", [
+    [1, "x", None], {"tool_calls": 5}, {"role": "assistant", "content": {"a": 1}},
+    [{"role": "assistant", "tool_calls": ["x", {"function": {"arguments": "{not json"}}]}],
+    {"patch": 3}, '{"patch": ' + "[" * 100_000, "<tool_call>" + "[" * 100_000, 42, b"bytes",
+    [{"role": "assistant", "content": [{"type": "tool_use", "input": "nope"}, 7]}],
+])
+def test_odd_shapes_never_raise(completion):
+    assert extract_patch(completion) is None
+
+
+@pytest.mark.parametrize("where", ["think", "unclosed_think", "user_message"])
+def test_a_diff_outside_the_answer_is_not_a_patch(where, ref):
+    completion = {
+        "think": f"<think>```diff\n{ref}```</think>I am not sure what to change.",
+        "unclosed_think": f"<think>Let me try:\n```diff\n{ref}```\nand then",
+        "user_message": [{"role": "user", "content": f"```diff\n{ref}```"},
+                         {"role": "assistant", "content": "No idea."}],
+    }[where]
+    assert extract_patch(completion) is None
+
+
+@pytest.mark.parametrize("completion", [
+    " \n" * 50_000 + "x",              # degenerate whitespace (was 19 s: quadratic)
+    "<think>" * 20_000,                 # reasoning opened again and again (was 17 s)
+    "x" + " </s>" * 50_000,
+    "```diff\n" + "\n" * 200_000,
+    "<tool_call>{" * 20_000,
+])
+def test_degenerate_completions_take_linear_time(completion):
+    import time
+
+    start = time.monotonic()
+    assert extract_patch(completion) is None
+    assert time.monotonic() - start < 3.0
+
+
+@pytest.mark.docker
+def test_rewritten_patches_score_like_the_reference(toolz_task, ref):
+    """The two shapes whose bytes differ from the reference (CRLF throughout, empty context
+    lines without their space) score what the reference scores, through the real apply
+    step, integrity check and suites."""
+    from proctor.rl.completions import Completion, score_completions
+
+    crlf = f"```diff\n{ref}```<|im_end|>".replace("\n", "\r\n")
+    stripped = "Fix:\n" + ref.replace("\n \n", "\n\n") + "\nThat is all.\n"
+    recs = score_completions([Completion(task=str(toolz_task), completion=c)
+                              for c in (crlf, stripped)])
+    assert [r.reward for r in recs] == [pytest.approx(0.998)] * 2
+    assert recs[0].apply_strategy == "git_apply_lf" and not recs[1].integrity.violated
