@@ -130,63 +130,20 @@ def score_requests(reqs: list[ScoreRequest], workers: int | None) -> list[Reward
 
 
 def reward_records(req: RewardRequest, workers: int | None) -> list[RewardRecord]:
-    """One record per OpenRLHF query, in order: a label that names no task is an error
+    """One record per OpenRLHF query, in order
+    (:func:`proctor.rl.openrlhf.score_records`): a label that names no task is an error
     record (kind ``bad_input``) for that query only."""
-    from proctor.harness.rollout_io import BAD_INPUT, error_record
-    from proctor.rl.completions import score_completions
-    from proctor.rl.openrlhf import _entry
+    from proctor.rl.openrlhf import score_records
 
-    out: list[RewardRecord | None] = [None] * len(req.query)
-    entries, where = [], []
-    for i, (q, p, label) in enumerate(zip(req.query, req.prompts, req.labels, strict=True)):
-        problem = _label_problem(label)
-        if problem is None:
-            try:
-                entries.append(_entry(q, p, label))
-                where.append(i)
-                continue
-            except (ValueError, TypeError, AttributeError) as exc:
-                problem = str(exc)
-        out[i] = error_record(rollout_id=None, kind=BAD_INPUT,
-                              message=f"labels[{i}]: {problem}")
-    for i, rec in zip(where, score_completions(entries, BatchOptions(workers=workers)),
-                      strict=True):
-        out[i] = rec
-    return out  # type: ignore[return-value]
-
-
-def _label_problem(label) -> str | None:
-    """Why an OpenRLHF label names no task (a task directory, or a JSON object, or its
-    text, with a non-empty ``task``), or None."""
-    info = label
-    if isinstance(label, str):
-        if not label.strip():
-            return "empty label: expected the task directory"
-        if not label.lstrip().startswith("{"):
-            return None
-        try:
-            info = json.loads(label)
-        except json.JSONDecodeError as exc:
-            return f"label is not valid JSON: {exc}"
-    if not isinstance(info, dict):
-        return (f"label must be a task directory or a JSON object with 'task', got "
-                f"{type(label).__name__}")
-    if not isinstance(info.get("task"), str) or not info["task"].strip():
-        return f"label without 'task': {json.dumps(info)[:200]}"
-    return None
+    return score_records(req.query, req.prompts, req.labels, workers)
 
 
 def openrlhf_reply(records: list[RewardRecord]) -> dict:
     """``{"rewards", "scores", "extra_logs"}`` as :func:`proctor.rl.openrlhf.score_queries`
     returns them (error records: reward 0.0, ``proctor_valid`` 0.0). Pure."""
-    from proctor.rl.verl import to_verl_dict
+    from proctor.rl.openrlhf import reply
 
-    dicts = [to_verl_dict(r) for r in records]
-    rewards = [d["score"] for d in dicts]
-    logs = {f"proctor_{k}": [d[k] for d in dicts] for k in dicts[0] if k != "score"} \
-        if dicts else {}
-    return {"rewards": rewards, "scores": [min(1.0, max(0.0, r)) for r in rewards],
-            "extra_logs": logs}
+    return reply(records)
 
 
 def _validate(model: type[BaseModel], body: dict) -> BaseModel:

@@ -130,12 +130,11 @@ def _entry(query, prompt, label) -> Completion | RewardRecord:
     return Completion(task=task, completion=response, patch=info.get("patch"), **ids)
 
 
-def score_queries(queries, prompts, labels, workers: int | None = None) -> dict:
-    """The work of :func:`reward_func`, returning plain lists (JSON-ready): ``rewards``,
-    ``scores`` and ``extra_logs`` (``proctor_<key>`` for every key of
-    :data:`proctor.rl.verl.VERL_KEYS` but ``score``). A sample that cannot be scored (bad
-    label, missing task, see the module docstring) gets an error record: reward 0.0,
-    ``proctor_valid`` 0.0. Raises ValueError when the three lists differ in length."""
+def score_records(queries, prompts, labels, workers: int | None = None
+                  ) -> list[RewardRecord]:
+    """One record per sample, in order: scored, or an error record (kind ``bad_input``)
+    for a sample that cannot be scored (bad label, missing task, a query without its
+    prompt). Raises ValueError when the three lists differ in length."""
     queries, prompts, labels = list(queries), list(prompts), list(labels)
     if not len(queries) == len(prompts) == len(labels):
         raise ValueError(f"queries, prompts and labels differ in length: {len(queries)}, "
@@ -143,12 +142,26 @@ def score_queries(queries, prompts, labels, workers: int | None = None) -> dict:
     entries = [_entry(q, p, lab) for q, p, lab in zip(queries, prompts, labels, strict=True)]
     todo = [e for e in entries if isinstance(e, Completion)]
     scored = iter(score_completions(todo, BatchOptions(workers=workers)) if todo else [])
-    records = [next(scored) if isinstance(e, Completion) else e for e in entries]
+    return [next(scored) if isinstance(e, Completion) else e for e in entries]
+
+
+def reply(records: list[RewardRecord]) -> dict:
+    """``{"rewards", "scores", "extra_logs"}`` of ``records`` as plain lists (JSON-ready):
+    ``extra_logs`` has ``proctor_<key>`` for every key of :data:`proctor.rl.verl.VERL_KEYS`
+    but ``score``; an error record is reward 0.0, ``proctor_valid`` 0.0. Pure."""
     dicts = [to_verl_dict(r) for r in records]
     rewards = [d["score"] for d in dicts]
     logs = {f"proctor_{k}": [d[k] for d in dicts] for k in VERL_KEYS if k != "score"}
     return {"rewards": rewards, "scores": [min(1.0, max(0.0, r)) for r in rewards],
             "extra_logs": logs}
+
+
+def score_queries(queries, prompts, labels, workers: int | None = None) -> dict:
+    """The work of :func:`reward_func`, returning plain lists (JSON-ready): ``rewards``,
+    ``scores`` and ``extra_logs`` (see :func:`reply`). A sample that cannot be scored (bad
+    label, missing task, see the module docstring) gets an error record: reward 0.0,
+    ``proctor_valid`` 0.0. Raises ValueError when the three lists differ in length."""
+    return reply(score_records(queries, prompts, labels, workers))
 
 
 def reward_func(queries, prompts, labels, **kwargs) -> dict:
