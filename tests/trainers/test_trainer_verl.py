@@ -125,9 +125,14 @@ def verl_ray(tmp_path):
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)  # a local cluster of its own, never another machine
-    runtime_env = get_ppo_ray_runtime_env(_compose([]))
+    import proctor
+
+    runtime_env = OmegaConf.to_container(OmegaConf.create(get_ppo_ray_runtime_env(_compose([]))))
+    # The reward workers import the Proctor of this test run (the checkout under test).
+    runtime_env.setdefault("env_vars", {})["PYTHONPATH"] = \
+        str(Path(proctor.__file__).resolve().parents[1])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir="/tmp/ray",
-             runtime_env=OmegaConf.to_container(OmegaConf.create(runtime_env)))
+             runtime_env=runtime_env)
     yield
     ray.shutdown()
 
