@@ -5,12 +5,13 @@
 #
 # NAME is a requirements file under scripts/trainers/ (default: all of them, i.e. trl-verl and
 # openrlhf). Each gets a venv ${PROCTOR_TRAINER_VENVS:-~/.cache/proctor/trainer-venvs}/NAME-HASH,
-# HASH being the sha256 of what the venv is built from (the torch pin, the Python version, the
-# NAME*.txt files): an unchanged venv is reused, a changed file builds a new one. Build order:
-# torch==2.13.0 first (the CPU build lying on this disk; any other torch spec pulls CUDA builds
-# of GBs), then NAME.txt, then NAME.nodeps.txt with --no-deps (packages whose declared
-# dependencies cannot install on CPU), then Proctor itself (editable, with its dependencies),
-# then `pip check` and a check that torch is still the CPU 2.13.0.
+# HASH being the sha256 of what the venv is built from (the torch pin, the Python version,
+# Proctor's dependencies, the NAME*.txt files): an unchanged venv is reused, a change builds a
+# new one. Build order: torch==2.13.0 first (the CPU build lying on this disk; any other torch
+# spec pulls CUDA builds of GBs), then NAME.txt, then NAME.nodeps.txt with --no-deps (packages whose declared
+# dependencies cannot install on CPU), then Proctor itself (editable, with its serve extra,
+# constrained to the versions already installed), then `pip check` and a check that torch is
+# still the CPU 2.13.0.
 #
 # Tests run with cwd = the repository and --rootdir on it, so our tests/ (no package: modules are
 # imported by file name) wins over the top-level `tests` package that verl and OpenRLHF install.
@@ -53,7 +54,10 @@ build_venv() {  # NAME VENV
     pip_ "$py" install -q --no-deps -r "$dir/$name.nodeps.txt"
     nodeps=$(grep -v '^\s*#' "$dir/$name.nodeps.txt" | sed 's/[=<>!~ ;].*//' | tr 'A-Z_' 'a-z-')
   fi
-  pip_ "$py" install -q -e "$repo"
+  # Proctor with its serve extra, constrained to what is installed: it may add packages but
+  # never change a version the frameworks were installed with.
+  "$py" -m pip freeze --exclude-editable | grep -v ' @ ' >"$venv/frameworks.freeze"
+  pip_ "$py" install -q -c "$venv/frameworks.freeze" -e "$repo[serve]"
   # pip check: every conflict fails the build, except a dependency not installed that a
   # package of NAME.nodeps.txt declares (left out on purpose, see that file).
   local problems
@@ -77,11 +81,19 @@ EOF
   touch "$venv/.proctor-complete"
 }
 
+proctor_requirements() {  # what Proctor's own install pulls in (part of the venv hash)
+  "$base_python" -c 'import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print(project["dependencies"], project.get("optional-dependencies", {}).get("serve"))' \
+    "$repo/pyproject.toml"
+}
+
 status=0
 for name in "${names[@]}"; do
   req=$repo/scripts/trainers/$name.txt
   [[ -f $req ]] || { log "no requirements file $req"; exit 2; }
   hash=$( { echo "$torch_pin"; "$base_python" -c 'import sys; print(sys.version)';
+            proctor_requirements;
             cat "$repo"/scripts/trainers/"$name".txt;
             cat "$repo"/scripts/trainers/"$name".nodeps.txt 2>/dev/null || true; } \
           | sha256sum | cut -c1-16)
