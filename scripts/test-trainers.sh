@@ -8,8 +8,8 @@
 # HASH being the sha256 of what the venv is built from (the torch pin, the Python version,
 # Proctor's dependencies, the NAME*.txt files): an unchanged venv is reused, a change builds a
 # new one. Build order: torch==2.13.0 first (the CPU build lying on this disk; any other torch
-# spec pulls CUDA builds of GBs), then NAME.txt, then NAME.nodeps.txt with --no-deps (packages whose declared
-# dependencies cannot install on CPU), then Proctor itself (editable, with its serve extra,
+# spec pulls CUDA builds of GBs), then NAME.txt, then NAME.nodeps.txt with --no-deps (packages
+# whose declared dependencies cannot install on CPU), then Proctor itself (editable, with its serve extra,
 # constrained to the versions already installed), then `pip check` and a check that torch is
 # still the CPU 2.13.0.
 #
