@@ -88,6 +88,21 @@ print(project["dependencies"], project.get("optional-dependencies", {}).get("ser
     "$repo/pyproject.toml"
 }
 
+prune_stale() {  # NAME CURRENT: remove NAME's other venvs unused for 7 days (not in use now)
+  local name=$1 current=$2 dir lock
+  for dir in "$root/$name"-*/; do
+    dir=${dir%/}
+    [[ $dir == "$current" || ! -d $dir ]] && continue
+    [[ -n $(find "$dir/.proctor-complete" -mtime -7 2>/dev/null) ]] && continue
+    exec {lock}>"$dir.lock"
+    if flock -xn "$lock"; then
+      log "$name: removing $dir (unused for 7 days)"
+      rm -rf "$dir"
+    fi
+    exec {lock}>&-
+  done
+}
+
 status=0
 for name in "${names[@]}"; do
   req=$repo/scripts/trainers/$name.txt
@@ -98,6 +113,11 @@ for name in "${names[@]}"; do
             cat "$repo"/scripts/trainers/"$name".nodeps.txt 2>/dev/null || true; } \
           | sha256sum | cut -c1-16)
   venv=$root/$name-$hash
+  mkdir -p "$root"
+  # Exclusive while the venv is checked or built, shared while tests use it: concurrent runs
+  # never build the same venv twice nor remove one in use.
+  exec {lock}>"$venv.lock"
+  flock -x "$lock"
   if [[ -f $venv/.proctor-complete ]]; then
     log "$name: reusing $venv"
   else
@@ -106,14 +126,19 @@ for name in "${names[@]}"; do
     build_venv "$name" "$venv"
     log "$name: venv built in $(( $(date +%s) - start )) s"
   fi
+  touch "$venv/.proctor-complete"
+  flock -s "$lock"
+  prune_stale "$name" "$venv"
   log "$name: running tests/trainers"
   start=$(date +%s)
+  rc=0
   # cwd = repo, rootdir = repo: our tests/ is found first (see the header).
   (cd "$repo" && env -u PYTHONSAFEPATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
       HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false \
-      PROCTOR_TRAINER_VENV="$name" \
       "$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" \
-      -c "$repo/pyproject.toml" "$repo/tests/trainers" "$@") || status=$?
-  log "$name: tests took $(( $(date +%s) - start )) s (exit $status)"
+      -c "$repo/pyproject.toml" "$repo/tests/trainers" "$@") || rc=$?
+  exec {lock}>&-
+  log "$name: tests took $(( $(date +%s) - start )) s (exit $rc)"
+  (( rc > status )) && status=$rc
 done
 exit $status
