@@ -120,6 +120,13 @@ for name in "${names[@]}"; do
   flock -x "$lock"
   if [[ -f $venv/.proctor-complete ]]; then
     log "$name: reusing $venv"
+    # the editable Proctor of a venv built from another checkout points there: this one
+    installed=$(cd / && "$venv/bin/python" -c 'import proctor, pathlib
+print(pathlib.Path(proctor.__file__).resolve().parents[1])' 2>/dev/null || true)
+    if [[ $installed != "$repo" ]]; then
+      log "$name: Proctor installed from ${installed:-nowhere}: installing $repo"
+      pip_ "$venv/bin/python" install -q --no-deps -e "$repo"
+    fi
   else
     log "$name: building $venv"
     start=$(date +%s)

@@ -3,7 +3,7 @@
     from proctor.rl import group_advantages, extract_patch
     from proctor.rl.verl import compute_score        # verl 0.9: reward.custom_reward_function
     from proctor.rl.trl import make_reward_func      # TRL GRPOTrainer
-    proctor/rl/openrlhf.py                           # OpenRLHF file mode (--remote_rm_url)
+    proctor/rl/openrlhf.py                           # OpenRLHF file mode (--reward.remote_url)
 
 ``extract_patch`` rules: :mod:`proctor.rl.extract`.
 

@@ -1,14 +1,14 @@
-"""OpenRLHF adapter: the file-mode reward function (``--remote_rm_url <this file>``).
+"""OpenRLHF adapter: the file-mode reward function (``--reward.remote_url <this file>``).
 
 OpenRLHF (0.11) loads this file and calls ``reward_func(queries, prompts, labels)`` from a
 thread, one sample per call: ``queries`` are ``tokenizer.decode(prompt ids + response ids,
 skip_special_tokens=False)``, so they keep the chat template's special tokens and the EOS;
-``prompts`` the prompts as given; ``labels`` the ``--label_key`` column. The response is the
+``prompts`` the prompts as given; ``labels`` the ``--data.label_key`` column. The response is the
 query after its prompt (:func:`response_of`; only the response is searched for a patch, see
 :mod:`proctor.rl.extract`). A label is the task directory, or a JSON object (or its string)
 ``{"task": ..., "patch": ..., "rollout_id": ..., "group_id": ...}``.
 
-    --remote_rm_url /path/to/proctor/rl/openrlhf.py --label_key task
+    --reward.remote_url /path/to/proctor/rl/openrlhf.py --data.label_key task
 
 Returns ``{"rewards", "scores", "extra_logs"}``: torch float32 tensors when torch is
 importable (always the case inside OpenRLHF), plain lists of floats otherwise (e.g. the

@@ -1,9 +1,9 @@
 """OpenRLHF 0.11: its own single-turn rollout executor (``SingleTurnAgentExecutor``, what
 its vLLM engines run per sample) fetches rewards from Proctor, both ways the README shows:
 
-* ``openrlhf-file``: ``--remote_rm_url /path/to/proctor/rl/openrlhf.py`` (OpenRLHF loads
-  the file and calls its ``reward_func``);
-* ``openrlhf-http``: ``--remote_rm_url http://127.0.0.1:PORT/get_reward`` against a real
+* ``openrlhf-file``: ``--reward.remote_url /path/to/proctor/rl/openrlhf.py`` (OpenRLHF
+  loads the file and calls its ``reward_func``);
+* ``openrlhf-http``: ``--reward.remote_url http://127.0.0.1:PORT/get_reward`` against a real
   ``proctor serve`` started from the snippet's command on 127.0.0.1 (OpenRLHF's own HTTP
   client, aiohttp, 5 tries).
 
@@ -12,7 +12,9 @@ does, so the query ends in the EOS token right after the model's closing diff fe
 generation engine is the one stand-in: vLLM has no CPU build here, so a scripted engine
 returns the response's token ids (tokenised by the tiny local tokenizer). Rewards must equal
 ``proctor.score`` of the same patches; a missing task or a label without a task is an error
-record for that query only: reward 0.0 and ``proctor_valid`` 0.0.
+record for that query only: reward 0.0 and ``proctor_valid`` 0.0. Every option of the
+snippets' ``train_ppo_ray`` commands must be one that OpenRLHF's own argument parser
+declares (read from its installed ``openrlhf/cli/train_ppo_ray.py``).
 """
 
 from __future__ import annotations
@@ -145,12 +147,37 @@ def test_query_ends_in_eos_after_the_fence(toolz_patches):
 
 @pytest.mark.docker
 def test_readme_openrlhf_file_mode(toolz_task, toolz_patches, expected_rewards):
-    [cmd] = [w for w in shell_words("openrlhf-file") if "--remote_rm_url" in w]
-    url = option(cmd, "--remote_rm_url")
+    [cmd] = [w for w in shell_words("openrlhf-file") if "openrlhf.cli.train_ppo_ray" in w]
+    _check_options(cmd)
+    url = option(cmd, REMOTE_URL)
     assert url.endswith("proctor/rl/openrlhf.py"), url
     cases = _cases(toolz_task, toolz_patches)
     outputs = _run_executor(url, cases)
     _check(outputs, cases, expected_rewards)
+
+
+REMOTE_URL = "--reward.remote_url"
+
+
+def _train_ppo_ray_options() -> set[str]:
+    """The options ``openrlhf.cli.train_ppo_ray`` declares (``parser.add_argument``'s
+    first strings), read from the installed module's source: its parser is built under
+    ``if __name__ == "__main__"``, so it cannot be imported."""
+    import ast
+    import importlib.util
+
+    origin = importlib.util.find_spec("openrlhf.cli.train_ppo_ray").origin
+    tree = ast.parse(Path(origin).read_text())
+    return {a.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+            for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+
+
+def _check_options(words: list[str]) -> None:
+    known = _train_ppo_ray_options()
+    assert REMOTE_URL in known and "--data.label_key" in known, sorted(known)[:20]
+    used = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+    assert used and all(u in known for u in used), [u for u in used if u not in known]
 
 
 def _start_server(words: list[str]) -> tuple[subprocess.Popen, int]:
@@ -198,8 +225,9 @@ def _start_server(words: list[str]) -> tuple[subprocess.Popen, int]:
 def test_readme_openrlhf_http_mode(toolz_task, toolz_patches, expected_rewards):
     commands = shell_words("openrlhf-http")
     [serve] = [w for w in commands if w[:2] == ["proctor", "serve"]]
-    [train] = [w for w in commands if "--remote_rm_url" in w]
-    url = option(train, "--remote_rm_url")
+    [train] = [w for w in commands if "openrlhf.cli.train_ppo_ray" in w]
+    _check_options(train)
+    url = option(train, REMOTE_URL)
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/get_reward", url), url
     proc, port = _start_server(serve)
     try:
