@@ -79,9 +79,10 @@ _NESTED_KEYS = ("arguments", "parameters", "input", "function")
 def extract_patch(completion: str | list | dict | None, explicit: str | None = None
                   ) -> str | None:
     """The patch in ``completion`` (a string, a message dict or a list of messages), ending
-    in a newline, or None when there is none; ``explicit`` wins when not blank. The rules
+    in a newline, or None when there is none; ``explicit`` wins when it is a non-blank
+    string. The rules
     are in this module's docstring. Never raises."""
-    if explicit is not None and explicit.strip():
+    if isinstance(explicit, str) and explicit.strip():
         return explicit
     if isinstance(completion, str):
         found = _from_text(completion)

@@ -96,15 +96,27 @@ def response_of(query: str, prompt: str) -> str | None:
 
 
 def _label_info(label) -> dict:
-    """The label as ``{"task", ...}``; raises ValueError with the reason."""
+    """The label as ``{"task", ...}`` (``patch`` a string or None, ids strings or None);
+    raises ValueError with the reason."""
     if isinstance(label, str) and label.lstrip().startswith("{"):
         try:
             label = json.loads(label)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValueError(f"label is not valid JSON ({exc}): {label[:200]!r}") from None
     if isinstance(label, dict):
         if not isinstance(label.get("task"), str) or not label["task"].strip():
             raise ValueError(f"label has no 'task' (the task directory): {str(label)[:200]!r}")
+        if not isinstance(label.get("patch"), str | None):
+            raise ValueError(f"label's 'patch' must be diff text, got "
+                             f"{type(label['patch']).__name__}")
+        label = dict(label)
+        for key in ("rollout_id", "group_id"):
+            value = label.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                label[key] = str(value)
+            elif not isinstance(value, str | None):
+                raise ValueError(f"label's {key!r} must be a string or an integer, got "
+                                 f"{type(value).__name__}")
         return label
     if isinstance(label, str) and label.strip():
         return {"task": label}
@@ -119,7 +131,11 @@ def _entry(query, prompt, label) -> Completion | RewardRecord:
         return error_record(rollout_id=None, kind=BAD_INPUT, message=str(exc))
     ids = dict(rollout_id=info.get("rollout_id"), group_id=info.get("group_id"))
     task = str(info["task"])
-    if not Path(task, "task.toml").is_file():
+    try:
+        is_task = Path(task, "task.toml").is_file()
+    except OSError:  # a name too long, a directory it may not read
+        is_task = False
+    if not is_task:
         return error_record(kind=BAD_INPUT, task=task, **ids,
                             message=f"no task at {task!r} (no task.toml there)")
     response = response_of(str(query or ""), str(prompt or ""))
