@@ -110,6 +110,15 @@ SHAPES = {
         {"type": "tool_use", "id": "t1", "name": "submit", "input": {"patch": p}}]}],
     "message_parts": lambda p, d: [{"role": "assistant", "content": [
         {"type": "text", "text": f"```diff\n{p}```"}]}],
+    "mistral_tool_calls": lambda p, d: ("[TOOL_CALLS]["
+                                        + json.dumps({"name": "submit", "arguments": {
+                                            "patch": p}}) + "]</s>"),
+    "json_in_a_fence": lambda p, d: f"```json\n{json.dumps({'patch': p})}\n```<|im_end|>",
+    "json_after_prose": lambda p, d: ("I will call the tool.\n"
+                                      + json.dumps({"name": "submit", "arguments": {
+                                          "diff": p}}) + "\nDone."),
+    "apply_patch_raw_input": lambda p, d: [{"role": "assistant", "tool_calls": [
+        {"function": {"name": "apply_patch", "arguments": json.dumps({"input": p})}}]}],
 }
 
 
@@ -203,6 +212,9 @@ def test_special_token_text_inside_the_diff_stays(mini):
     "<|im_start|>assistant\nI am not sure.<|im_end|>",
     '<tool_call>{"name": "run_tests", "arguments": {"path": "toolz"}}</tool_call>',
     '{"answer": "no change needed"}',
+    "Writing it:\n" + json.dumps({"name": "write_file", "arguments": {
+        "path": "fix.patch", "content": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"}}),
+    '```json\n{"input": "just text"}\n```',
     [{"role": "assistant", "content": "no diff", "tool_calls": [
         {"function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}]}],
 ])

@@ -12,7 +12,8 @@
 3. In one text (a string completion, a message's content):
 
    a. Chat special tokens are cut at the start (``<|im_start|>assistant``,
-      ``<|start_header_id|>assistant<|end_header_id|>``, ``<s>``, ``<start_of_turn>model``)
+      ``<|start_header_id|>assistant<|end_header_id|>``, ``<s>``, ``<start_of_turn>model``,
+      ``[TOOL_CALLS]``)
       and at the end (``</s>``, ``<|im_end|>``, ``<|endoftext|>``, ``<|eot_id|>``, ``<|end|>``,
       ``<eos>``, ``<｜end▁of▁sentence｜>``...), as OpenRLHF keeps them in its queries.
       Tokens inside the text stay: ``</s>`` is also an HTML tag a diff may add.
@@ -21,10 +22,13 @@
       prompt) and after a ``<think>`` never closed (the completion ran out while reasoning).
       A draft diff in the reasoning never counts, even when the answer has none.
    c. **Tool calls**: ``<tool_call>{json}</tool_call>`` blocks (Qwen / Hermes; the closing tag
-      may be missing at the end), or the whole text being a JSON object or array. The JSON
-      is searched for string values under the keys ``patch`` or ``diff`` (in ``arguments``,
-      ``parameters`` or ``input`` objects or JSON strings too, at any depth); the last
-      value holding a patch wins. JSON with raw newlines inside strings is accepted.
+      may be missing at the end), the whole text being a JSON object or array (Mistral's
+      ``[TOOL_CALLS][...]`` too), the last fenced ``json`` block, or a JSON object starting
+      a line after prose. The JSON is searched for string values under the keys ``patch``
+      or ``diff`` (in ``arguments``, ``parameters`` or ``input`` objects or JSON strings
+      too, at any depth; such a string that is not JSON is the tool's raw input and counts
+      like a ``patch`` value); the last value holding a patch wins. JSON with raw newlines
+      inside strings is accepted. Other keys (``content`` of a file write) never count.
    d. **Fenced blocks** (```` ``` ```` or ``~~~``, 3 or more): the **last** block whose info
       string starts with ``diff``, ``patch`` or ``udiff``; else the last block of any other
       info string (or none) whose body starts like a unified diff (``diff --git`` or a
@@ -59,7 +63,7 @@ DIFF_LANGS = ("diff", "patch", "udiff")
 
 #: A chat special token (``<|im_end|>``, ``</s>``, ``<｜end▁of▁sentence｜>``...), as a regex.
 SPECIAL_TOKEN = (r"(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|</?s>|<eos>|<bos>"
-                 r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>)")
+                 r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>|\[TOOL_CALLS\])")
 _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"{_TOKEN}\Z")
@@ -150,7 +154,11 @@ def _json_values(value, depth: int = 0):
             if key in _PATCH_KEYS and isinstance(item, str):
                 yield item
             elif key in _NESTED_KEYS and isinstance(item, str):
-                yield from _json_values(_loads(item), depth + 1)
+                parsed = _loads(item)
+                if parsed is None:
+                    yield item  # not JSON: the tool's raw text (``apply_patch`` input)
+                else:
+                    yield from _json_values(parsed, depth + 1)
             elif isinstance(item, dict | list):
                 yield from _json_values(item, depth + 1)
 
@@ -214,6 +222,12 @@ def _from_text(text: str, tools: bool = True) -> str | None:
                 return found
     lines = text.split("\n")
     blocks, outside = _fenced_blocks(lines)
+    if tools:
+        for lang, body in reversed(blocks):
+            if lang == "json" and (found := _from_json(_loads(body.strip()))) is not None:
+                return found
+        if (found := _from_json(_json_after_prose(text))) is not None:
+            return found
     tagged = [body for lang, body in blocks if lang in DIFF_LANGS and body.strip()]
     if tagged:
         return tagged[-1]
@@ -222,6 +236,18 @@ def _from_text(text: str, tools: bool = True) -> str | None:
         return diffs[-1]
     bare = _bare_diffs(lines, outside)
     return bare[-1] if bare else None
+
+
+def _json_after_prose(text: str):
+    """The JSON object starting at the first line that starts with ``{`` (prose before
+    it, anything after it), or None."""
+    m = re.search(r"^\{", text, re.M)
+    if m is None:
+        return None
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, m.start())[0]
+    except (ValueError, RecursionError):
+        return None
 
 
 def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str]], list[bool]]:
