@@ -157,12 +157,14 @@ def test_no_newline_at_end_of_file_lines(repo, make_toolz_patch):
 
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory) -> Path:
-    """A repo with a CRLF file, a markdown file with a fenced block and an HTML file."""
+    """A repo with a CRLF file, a markdown file with a fenced block, an HTML file and a
+    Python file of tag names."""
     work = tmp_path_factory.mktemp("mini") / "repo"
     work.mkdir()
     (work / "win.py").write_bytes(b"a = 1\r\nb = 2\r\n")
     (work / "doc.md").write_text("Use:\n\n```\nrun()\n```\n\nEnd.\n")
     (work / "page.html").write_text("<p>price</p>\n")
+    (work / "tags.py").write_text('OPEN = "x"\nCLOSE = "y"\n')
     git(work, "init", "-q")
     git(work, "add", "-A")
     git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -195,6 +197,15 @@ def test_markdown_fence_context_line_does_not_close_the_block(mini):
 def test_special_token_text_inside_the_diff_stays(mini):
     patch_text = diff_of(mini, {"page.html": b"<p><s>price</s> sale</p>\n"})
     for completion in (f"```diff\n{patch_text}```</s>", f"{patch_text}<|endoftext|>"):
+        patch = extract_patch(completion)
+        assert patch == patch_text and applies(mini, patch) == "git_apply"
+
+
+@pytest.mark.parametrize("tag", ["think", "thinking", "tool_call"])
+def test_reasoning_and_tool_tags_in_diff_lines_are_code(mini, tag):
+    patch_text = diff_of(mini, {"tags.py": f'OPEN = "<{tag}>"\nCLOSE = "</{tag}>"\n'.encode()})
+    for completion in (f"```diff\n{patch_text}```<|im_end|>", f"Fix:\n{patch_text}",
+                       f"<think>Quote the tags.</think>\n```diff\n{patch_text}```"):
         patch = extract_patch(completion)
         assert patch == patch_text and applies(mini, patch) == "git_apply"
 
@@ -249,6 +260,7 @@ def test_a_diff_outside_the_answer_is_not_a_patch(where, ref):
     "x" + " </s>" * 50_000,
     "```diff\n" + "\n" * 200_000,
     "<tool_call>{" * 20_000,
+    '+x = "<think>" + y\n' * 20_000,
 ])
 def test_degenerate_completions_take_linear_time(completion):
     import time

@@ -20,7 +20,9 @@
    b. **Reasoning is not the answer**: ``<think>...</think>`` (and ``<thinking>``) blocks are
       dropped, as is everything before a lone ``</think>`` (the template opened it in the
       prompt) and after a ``<think>`` never closed (the completion ran out while reasoning).
-      A draft diff in the reasoning never counts, even when the answer has none.
+      A draft diff in the reasoning never counts, even when the answer has none. A tag
+      inside a diff content line (a line starting with ``+``, ``-`` or a space, with text
+      before and after the tag: ``+END = "</think>"``) is code, not a tag; so in 3c.
    c. **Tool calls**: ``<tool_call>{json}</tool_call>`` blocks (Qwen / Hermes; the closing tag
       may be missing at the end), the whole text being a JSON object or array (Mistral's
       ``[TOOL_CALLS][...]`` too), the last fenced ``json`` block, or a JSON object starting
@@ -56,6 +58,7 @@ found: ``None`` (scored as ``no_patch``, reward 0.0).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 
@@ -173,10 +176,31 @@ def _from_json(value) -> str | None:
 # --------------------------------------------------------------------------- text
 
 
+class _Lines:
+    """Where the lines of a text are, to tell a tag from text in a diff line."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+
+    def in_diff_line(self, start: int, end: int) -> bool:
+        """Whether ``text[start:end]`` is inside a diff content line: the line starts with
+        ``+``, ``-`` or a space and has other text both before and after it."""
+        k = bisect.bisect_left(self.breaks, start)
+        first = self.breaks[k - 1] + 1 if k else 0
+        last = self.breaks[k] if k < len(self.breaks) else len(self.text)
+        return (self.text[first:first + 1] in ("+", "-", " ")
+                and bool(self.text[first + 1:start].strip())
+                and bool(self.text[end:last].strip()))
+
+
 def _without_reasoning(text: str) -> str:
     """``text`` without reasoning blocks, one pass (linear in the text)."""
     kept, pos, opened = [], 0, None
+    lines = _Lines(text)
     for m in _THINK_TAG.finditer(text):
+        if lines.in_diff_line(m.start(), m.end()):
+            continue  # code the diff adds or removes, e.g. ``+END = "</think>"``
         closing, name = m.group(1) == "/", m.group(2)
         if opened is None and not closing:
             kept.append(text[pos:m.start()])
@@ -212,11 +236,17 @@ def _answer(text: str) -> str:
 def _from_text(text: str, tools: bool = True) -> str | None:
     text = _answer(text)
     if tools:
-        calls = [m.group(1) for m in _TOOL_CALL.finditer(text)]
-        for raw in reversed(calls):
-            if (found := _from_json(_loads(raw.strip()))) is not None:
+        lines = _Lines(text)
+        calls = [m for m in _TOOL_CALL.finditer(text)
+                 if not lines.in_diff_line(m.start(), m.start() + len("<tool_call>"))]
+        for m in reversed(calls):
+            if (found := _from_json(_loads(m.group(1).strip()))) is not None:
                 return found
-        text = _TOOL_CALL.sub("", text)
+        kept, pos = [], 0
+        for m in calls:
+            kept.append(text[pos:m.start()])
+            pos = m.end()
+        text = "".join(kept) + text[pos:]
         if text.lstrip().startswith(("{", "[")) and (doc := _loads(text.strip())) is not None:
             if (found := _from_json(doc)) is not None:
                 return found
