@@ -110,6 +110,8 @@ SHAPES = {
         {"type": "tool_use", "id": "t1", "name": "submit", "input": {"patch": p}}]}],
     "message_parts": lambda p, d: [{"role": "assistant", "content": [
         {"type": "text", "text": f"```diff\n{p}```"}]}],
+    "markdown_wrapper": lambda p, d: f"````markdown\n```diff\n{p}```\n````\n<|im_end|>",
+    "untagged_wrapper": lambda p, d: f"```\n```diff\n{p}```\n```",
     "mistral_tool_calls": lambda p, d: ("[TOOL_CALLS]["
                                         + json.dumps({"name": "submit", "arguments": {
                                             "patch": p}}) + "]</s>"),

@@ -39,7 +39,9 @@
       (```` ```</s> ````); in a ``diff`` block any line starting with the fence closes it (a
       diff line never starts with a backtick). A block never closed (the completion ended
       with EOS inside it) runs to the end of the text. An indented opening fence's
-      indentation is removed from its body lines.
+      indentation is removed from its body lines. When no block qualifies, the blocks
+      inside the last ``markdown`` / ``md`` / untagged block that has one are tried the
+      same way (a ```` ````markdown ```` wrapper around the ```` ```diff ```` block).
    e. **A bare diff**, outside fenced blocks, possibly after prose: from a line starting with
       ``diff --git `` (followed by git header lines or a hunk) or a ``--- `` / ``+++ `` /
       ``@@ -`` triple, through the lines a unified diff is made of (headers, hunks, `` ``,
@@ -79,6 +81,7 @@ _GIT_LINE = re.compile(r"diff --git \S+ \S+")
 _GIT_HEADERS = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", "old mode",
                 "new mode", "similarity index", "dissimilarity index", "rename from",
                 "rename to", "copy from", "copy to", "Binary files", "diff --git ")
+_WRAPPER_LANGS = ("markdown", "md", "")
 _PATCH_KEYS = ("patch", "diff")
 _NESTED_KEYS = ("arguments", "parameters", "input", "function")
 
@@ -264,6 +267,13 @@ def _from_text(text: str, tools: bool = True) -> str | None:
     diffs = [body for lang, body in blocks if _starts_like_diff(body)]
     if diffs:
         return diffs[-1]
+    for lang, body in reversed(blocks):
+        if lang in _WRAPPER_LANGS:
+            inner, _ = _fenced_blocks(body.split("\n"))
+            found = [b for lang_, b in inner
+                     if (lang_ in DIFF_LANGS and b.strip()) or _starts_like_diff(b)]
+            if found:
+                return found[-1]
     bare = _bare_diffs(lines, outside)
     return bare[-1] if bare else None
 
