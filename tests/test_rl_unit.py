@@ -242,6 +242,10 @@ CHATML = "<|im_start|>user\nFix getter.<|im_end|>\n<|im_start|>assistant\n"
     (CHATML.replace("\n", " ") + "ANSWER", CHATML),              # decode changed spacing
     (CHATML[14:] + "ANSWER", CHATML),                            # prompt cut from the left
     ("<|im_start|>user\nFix it!<|im_end|><|im_start|>assistant\nANSWER", "Fix it ?"),
+    # the prompt is the user's message only: the template's rest is not the response
+    ("<|im_start|>user\nFix getter.\n```diff\n--- a/x\n+++ b/x\n```<|im_end|>\n"
+     "<|im_start|>assistant\nANSWER", "Fix getter."),
+    ("<s>[INST] Fix getter.\nExample: x [/INST]ANSWER", "Fix getter."),
 ])
 def test_openrlhf_response_of_finds_the_response(query, prompt):
     from proctor.rl.openrlhf import response_of

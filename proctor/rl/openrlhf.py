@@ -74,25 +74,33 @@ def response_of(query: str, prompt: str) -> str | None:
     same with special tokens and whitespace ignored (the tokenizer's decode does not give
     the prompt's text back); the query starts with the end of the prompt (OpenRLHF cut a
     long prompt from the left); the text after the last chat-template generation prompt
-    (``<|im_start|>assistant`` ...) in the query.
+    (``<|im_start|>assistant`` ...) in the query. Unless the query starts with the prompt,
+    a generation prompt after the prompt's end wins over that end: the prompt was only
+    the user's message inside the template (the rest of the template, a diff quoted in the
+    system or user turns, is not the response).
     """
     if not prompt:
         return query
     if query.startswith(prompt):
         return query[len(prompt):]
+    end = None
     if (at := query.find(prompt)) >= 0:
-        return query[at + len(prompt):]
-    nq, ends = _normalised(query)
-    np_, _ = _normalised(prompt)
-    if np_:
-        if (at := nq.find(np_)) >= 0:
-            return query[ends[at + len(np_) - 1]:]
-        tail = np_[-64:] if len(np_) > 128 else np_[len(np_) // 2:]
-        at = nq.find(tail)
-        if at >= 0 and np_.endswith(nq[:at + len(tail)]):
-            return query[ends[at + len(tail) - 1]:]
-    cut = max((query.rfind(h) + len(h) if h in query else -1) for h in _ASSISTANT_HEADERS)
-    return query[cut:] if cut >= 0 else None
+        end = at + len(prompt)
+    else:
+        nq, ends = _normalised(query)
+        np_, _ = _normalised(prompt)
+        if np_ and (at := nq.find(np_)) >= 0:
+            end = ends[at + len(np_) - 1]
+        elif np_:
+            tail = np_[-64:] if len(np_) > 128 else np_[len(np_) // 2:]
+            at = nq.find(tail)
+            if at >= 0 and np_.endswith(nq[:at + len(tail)]):
+                end = ends[at + len(tail) - 1]
+    cut = max((query.rfind(h, end or 0) + len(h) if h in query[end or 0:] else -1)
+              for h in _ASSISTANT_HEADERS)
+    if cut >= 0:  # the prompt is only part of the templated prompt (the user's message)
+        return query[cut:]
+    return None if end is None else query[end:]
 
 
 def _label_info(label) -> dict:
