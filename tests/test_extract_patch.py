@@ -212,6 +212,18 @@ def test_reasoning_and_tool_tags_in_diff_lines_are_code(mini, tag):
         assert patch == patch_text and applies(mini, patch) == "git_apply"
 
 
+def test_a_diff_given_one_block_per_file_is_joined(mini):
+    first = diff_of(mini, {"page.html": b"<p>sale</p>\n"})
+    second = diff_of(mini, {"tags.py": b'OPEN = "("\nCLOSE = "y"\n'})
+    draft = diff_of(mini, {"page.html": b"<p>draft</p>\n"})
+    for completion in (f"In page.html:\n```diff\n{first}```\nIn tags.py:\n```diff\n{second}```",
+                       f"Draft:\n```diff\n{draft}```\nThen:\n```diff\n{first}```\n"
+                       f"And:\n```diff\n{second}```<|im_end|>",
+                       f"page.html:\n{first}\ntags.py:\n{second}"):
+        patch = extract_patch(completion)
+        assert patch == first + second and applies(mini, patch) == "git_apply"
+
+
 # --------------------------------------------------------------------------- controls
 
 

@@ -34,8 +34,11 @@
    d. **Fenced blocks** (```` ``` ```` or ``~~~``, 3 or more): the **last** block whose info
       string starts with ``diff``, ``patch`` or ``udiff``; else the last block of any other
       info string (or none) whose body starts like a unified diff (``diff --git`` or a
-      ``--- `` / ``+++ `` pair). A block closes at a fence line with the opening's
-      indentation and at least its length, followed by nothing but spaces and special tokens
+      ``--- `` / ``+++ `` pair). Earlier such blocks whose ``---`` / ``+++`` lines name only
+      files no later kept block names are joined before it, in order (a diff given one
+      block per file); one naming a file a later block changes is a draft, left out.
+      A block closes at a fence line with the opening's indentation and at least its
+      length, followed by nothing but spaces and special tokens
       (```` ```</s> ````); in a ``diff`` block any line starting with the fence closes it (a
       diff line never starts with a backtick). A block never closed (the completion ended
       with EOS inside it) runs to the end of the text. An indented opening fence's
@@ -47,7 +50,8 @@
       ``@@ -`` triple, through the lines a unified diff is made of (headers, hunks, `` ``,
       ``+``, ``-``, ``\\ No newline at end of file``; a blank line only while the hunk's
       counts still expect lines, as models strip the space of empty context lines); text
-      after it is not part of it. The last bare diff wins. A sentence that mentions
+      after it is not part of it. The last bare diff wins, joined with earlier ones as in
+      3d. A sentence that mentions
       ``diff --git`` is not a patch.
 
 The patch is returned with its line endings byte for byte: a ``\\r`` before a newline may
@@ -263,10 +267,10 @@ def _from_text(text: str, tools: bool = True) -> str | None:
             return found
     tagged = [body for lang, body in blocks if lang in DIFF_LANGS and body.strip()]
     if tagged:
-        return tagged[-1]
+        return _joined(tagged)
     diffs = [body for lang, body in blocks if _starts_like_diff(body)]
     if diffs:
-        return diffs[-1]
+        return _joined(diffs)
     for lang, body in reversed(blocks):
         if lang in _WRAPPER_LANGS:
             inner, _ = _fenced_blocks(body.split("\n"))
@@ -275,7 +279,30 @@ def _from_text(text: str, tools: bool = True) -> str | None:
             if found:
                 return found[-1]
     bare = _bare_diffs(lines, outside)
-    return bare[-1] if bare else None
+    return _joined(bare) if bare else None
+
+
+_FILE_LINE = re.compile(r"(?:--- |\+\+\+ )(?:[ab]/)?(\S+)")
+
+
+def _files(diff: str) -> set[str]:
+    """Paths a diff's ``---`` / ``+++`` header lines name (``/dev/null`` left out)."""
+    return {m.group(1) for m in _FILE_LINE.finditer(diff)
+            if m.start() == 0 or diff[m.start() - 1] == "\n"} - {"/dev/null", "dev/null"}
+
+
+def _joined(diffs: list[str]) -> str:
+    """The last diff, after the earlier ones that name only files no later kept one does
+    (one diff per file); an earlier diff of a file a later one changes is a draft."""
+    kept, seen = [diffs[-1]], _files(diffs[-1])
+    if not seen:
+        return diffs[-1]
+    for diff in reversed(diffs[:-1]):
+        files = _files(diff)
+        if files and not files & seen:
+            kept.append(diff if diff.endswith("\n") else diff + "\n")
+            seen |= files
+    return "".join(reversed(kept))
 
 
 def _json_after_prose(text: str):
