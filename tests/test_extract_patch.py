@@ -110,6 +110,17 @@ SHAPES = {
         {"type": "tool_use", "id": "t1", "name": "submit", "input": {"patch": p}}]}],
     "message_parts": lambda p, d: [{"role": "assistant", "content": [
         {"type": "text", "text": f"```diff\n{p}```"}]}],
+    "markdown_wrapper": lambda p, d: f"````markdown\n```diff\n{p}```\n````\n<|im_end|>",
+    "untagged_wrapper": lambda p, d: f"```\n```diff\n{p}```\n```",
+    "mistral_tool_calls": lambda p, d: ("[TOOL_CALLS]["
+                                        + json.dumps({"name": "submit", "arguments": {
+                                            "patch": p}}) + "]</s>"),
+    "json_in_a_fence": lambda p, d: f"```json\n{json.dumps({'patch': p})}\n```<|im_end|>",
+    "json_after_prose": lambda p, d: ("I will call the tool.\n"
+                                      + json.dumps({"name": "submit", "arguments": {
+                                          "diff": p}}) + "\nDone."),
+    "apply_patch_raw_input": lambda p, d: [{"role": "assistant", "tool_calls": [
+        {"function": {"name": "apply_patch", "arguments": json.dumps({"input": p})}}]}],
 }
 
 
@@ -148,12 +159,14 @@ def test_no_newline_at_end_of_file_lines(repo, make_toolz_patch):
 
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory) -> Path:
-    """A repo with a CRLF file, a markdown file with a fenced block and an HTML file."""
+    """A repo with a CRLF file, a markdown file with a fenced block, an HTML file and a
+    Python file of tag names."""
     work = tmp_path_factory.mktemp("mini") / "repo"
     work.mkdir()
     (work / "win.py").write_bytes(b"a = 1\r\nb = 2\r\n")
     (work / "doc.md").write_text("Use:\n\n```\nrun()\n```\n\nEnd.\n")
     (work / "page.html").write_text("<p>price</p>\n")
+    (work / "tags.py").write_text('OPEN = "x"\nCLOSE = "y"\n')
     git(work, "init", "-q")
     git(work, "add", "-A")
     git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -190,6 +203,27 @@ def test_special_token_text_inside_the_diff_stays(mini):
         assert patch == patch_text and applies(mini, patch) == "git_apply"
 
 
+@pytest.mark.parametrize("tag", ["think", "thinking", "tool_call"])
+def test_reasoning_and_tool_tags_in_diff_lines_are_code(mini, tag):
+    patch_text = diff_of(mini, {"tags.py": f'OPEN = "<{tag}>"\nCLOSE = "</{tag}>"\n'.encode()})
+    for completion in (f"```diff\n{patch_text}```<|im_end|>", f"Fix:\n{patch_text}",
+                       f"<think>Quote the tags.</think>\n```diff\n{patch_text}```"):
+        patch = extract_patch(completion)
+        assert patch == patch_text and applies(mini, patch) == "git_apply"
+
+
+def test_a_diff_given_one_block_per_file_is_joined(mini):
+    first = diff_of(mini, {"page.html": b"<p>sale</p>\n"})
+    second = diff_of(mini, {"tags.py": b'OPEN = "("\nCLOSE = "y"\n'})
+    draft = diff_of(mini, {"page.html": b"<p>draft</p>\n"})
+    for completion in (f"In page.html:\n```diff\n{first}```\nIn tags.py:\n```diff\n{second}```",
+                       f"Draft:\n```diff\n{draft}```\nThen:\n```diff\n{first}```\n"
+                       f"And:\n```diff\n{second}```<|im_end|>",
+                       f"page.html:\n{first}\ntags.py:\n{second}"):
+        patch = extract_patch(completion)
+        assert patch == first + second and applies(mini, patch) == "git_apply"
+
+
 # --------------------------------------------------------------------------- controls
 
 
@@ -203,6 +237,9 @@ def test_special_token_text_inside_the_diff_stays(mini):
     "<|im_start|>assistant\nI am not sure.<|im_end|>",
     '<tool_call>{"name": "run_tests", "arguments": {"path": "toolz"}}</tool_call>',
     '{"answer": "no change needed"}',
+    "Writing it:\n" + json.dumps({"name": "write_file", "arguments": {
+        "path": "fix.patch", "content": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"}}),
+    '```json\n{"input": "just text"}\n```',
     [{"role": "assistant", "content": "no diff", "tool_calls": [
         {"function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}]}],
 ])
@@ -237,6 +274,7 @@ def test_a_diff_outside_the_answer_is_not_a_patch(where, ref):
     "x" + " </s>" * 50_000,
     "```diff\n" + "\n" * 200_000,
     "<tool_call>{" * 20_000,
+    '+x = "<think>" + y\n' * 20_000,
 ])
 def test_degenerate_completions_take_linear_time(completion):
     import time

@@ -178,6 +178,10 @@ BAD_LABELS = {
     "missing_task_dir": "/nonexistent/proctor-task",
     "not_a_string": 17,
     "none": None,
+    "patch_not_text": {"task": "/nonexistent/proctor-task", "patch": 5},
+    "id_not_text": {"task": "/nonexistent/proctor-task", "group_id": [1]},
+    "json_too_deep": '{"task": ' + "[" * 100_000,
+    "name_too_long": "t" * 5000,
 }
 
 
@@ -197,6 +201,21 @@ def test_openrlhf_bad_labels_are_error_records_for_that_item_only(monkeypatch, t
     assert "not valid JSON" in records[0].error.message
     assert "no 'task'" in records[1].error.message
     assert "no task at" in records[3].error.message
+
+
+def test_openrlhf_integer_ids_are_kept_as_text(tasks):
+    import proctor.rl.openrlhf as orl
+
+    entry = orl._entry("P a", "P ", {"task": tasks[0], "rollout_id": 7, "group_id": 3})
+    assert (entry.rollout_id, entry.group_id) == ("7", "3")
+    record = orl._entry("P a", "P ", {"task": "/nonexistent/proctor-task", "rollout_id": 7})
+    assert record.rollout_id == "7" and record.error.kind == "bad_input"
+
+
+def test_extract_patch_ignores_an_explicit_patch_that_is_not_text():
+    assert extract_patch("```diff\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n```", 5) == (
+        "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    assert extract_patch(None, ["x"]) is None
 
 
 def test_openrlhf_lists_of_different_lengths_raise():
@@ -223,6 +242,10 @@ CHATML = "<|im_start|>user\nFix getter.<|im_end|>\n<|im_start|>assistant\n"
     (CHATML.replace("\n", " ") + "ANSWER", CHATML),              # decode changed spacing
     (CHATML[14:] + "ANSWER", CHATML),                            # prompt cut from the left
     ("<|im_start|>user\nFix it!<|im_end|><|im_start|>assistant\nANSWER", "Fix it ?"),
+    # the prompt is the user's message only: the template's rest is not the response
+    ("<|im_start|>user\nFix getter.\n```diff\n--- a/x\n+++ b/x\n```<|im_end|>\n"
+     "<|im_start|>assistant\nANSWER", "Fix getter."),
+    ("<s>[INST] Fix getter.\nExample: x [/INST]ANSWER", "Fix getter."),
 ])
 def test_openrlhf_response_of_finds_the_response(query, prompt):
     from proctor.rl.openrlhf import response_of

@@ -1,8 +1,9 @@
 """Finding the patch in a model completion, and scoring completions.
 
 The patch is found by :func:`proctor.rl.extract.extract_patch` (its module docstring has
-the rules: an explicit patch first, then tool calls, the last fenced ``diff`` block, a bare
-diff; special tokens, reasoning blocks and CRLF handled).
+the rules: an explicit patch first, then tool calls, the last fenced ``diff`` block (with
+earlier blocks of other files), a bare diff; special tokens, reasoning blocks and CRLF
+handled).
 
 No patch found: an honest failure, status ``scored``, reward 0.0 (what an empty patch
 earns), ``reason == "no_patch"``. Conversational completions (a list of

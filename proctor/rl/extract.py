@@ -12,34 +12,46 @@
 3. In one text (a string completion, a message's content):
 
    a. Chat special tokens are cut at the start (``<|im_start|>assistant``,
-      ``<|start_header_id|>assistant<|end_header_id|>``, ``<s>``, ``<start_of_turn>model``)
+      ``<|start_header_id|>assistant<|end_header_id|>``, ``<s>``, ``<start_of_turn>model``,
+      ``[TOOL_CALLS]``)
       and at the end (``</s>``, ``<|im_end|>``, ``<|endoftext|>``, ``<|eot_id|>``, ``<|end|>``,
       ``<eos>``, ``<｜end▁of▁sentence｜>``...), as OpenRLHF keeps them in its queries.
       Tokens inside the text stay: ``</s>`` is also an HTML tag a diff may add.
    b. **Reasoning is not the answer**: ``<think>...</think>`` (and ``<thinking>``) blocks are
       dropped, as is everything before a lone ``</think>`` (the template opened it in the
       prompt) and after a ``<think>`` never closed (the completion ran out while reasoning).
-      A draft diff in the reasoning never counts, even when the answer has none.
+      A draft diff in the reasoning never counts, even when the answer has none. A tag
+      inside a diff content line (a line starting with ``+``, ``-`` or a space, with text
+      before and after the tag: ``+END = "</think>"``) is code, not a tag; so in 3c.
    c. **Tool calls**: ``<tool_call>{json}</tool_call>`` blocks (Qwen / Hermes; the closing tag
-      may be missing at the end), or the whole text being a JSON object or array. The JSON
-      is searched for string values under the keys ``patch`` or ``diff`` (in ``arguments``,
-      ``parameters`` or ``input`` objects or JSON strings too, at any depth); the last
-      value holding a patch wins. JSON with raw newlines inside strings is accepted.
+      may be missing at the end), the whole text being a JSON object or array (Mistral's
+      ``[TOOL_CALLS][...]`` too), the last fenced ``json`` block, or a JSON object starting
+      a line after prose. The JSON is searched for string values under the keys ``patch``
+      or ``diff`` (in ``arguments``, ``parameters`` or ``input`` objects or JSON strings
+      too, at any depth; such a string that is not JSON is the tool's raw input and counts
+      like a ``patch`` value); the last value holding a patch wins. JSON with raw newlines
+      inside strings is accepted. Other keys (``content`` of a file write) never count.
    d. **Fenced blocks** (```` ``` ```` or ``~~~``, 3 or more): the **last** block whose info
       string starts with ``diff``, ``patch`` or ``udiff``; else the last block of any other
       info string (or none) whose body starts like a unified diff (``diff --git`` or a
-      ``--- `` / ``+++ `` pair). A block closes at a fence line with the opening's
-      indentation and at least its length, followed by nothing but spaces and special tokens
+      ``--- `` / ``+++ `` pair). Earlier such blocks whose ``---`` / ``+++`` lines name only
+      files no later kept block names are joined before it, in order (a diff given one
+      block per file); one naming a file a later block changes is a draft, left out.
+      A block closes at a fence line with the opening's indentation and at least its
+      length, followed by nothing but spaces and special tokens
       (```` ```</s> ````); in a ``diff`` block any line starting with the fence closes it (a
       diff line never starts with a backtick). A block never closed (the completion ended
       with EOS inside it) runs to the end of the text. An indented opening fence's
-      indentation is removed from its body lines.
+      indentation is removed from its body lines. When no block qualifies, the blocks
+      inside the last ``markdown`` / ``md`` / untagged block that has one are tried the
+      same way (a ```` ````markdown ```` wrapper around the ```` ```diff ```` block).
    e. **A bare diff**, outside fenced blocks, possibly after prose: from a line starting with
       ``diff --git `` (followed by git header lines or a hunk) or a ``--- `` / ``+++ `` /
       ``@@ -`` triple, through the lines a unified diff is made of (headers, hunks, `` ``,
       ``+``, ``-``, ``\\ No newline at end of file``; a blank line only while the hunk's
       counts still expect lines, as models strip the space of empty context lines); text
-      after it is not part of it. The last bare diff wins. A sentence that mentions
+      after it is not part of it. The last bare diff wins, joined with earlier ones as in
+      3d. A sentence that mentions
       ``diff --git`` is not a patch.
 
 The patch is returned with its line endings byte for byte: a ``\\r`` before a newline may
@@ -52,6 +64,7 @@ found: ``None`` (scored as ``no_patch``, reward 0.0).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 
@@ -59,7 +72,7 @@ DIFF_LANGS = ("diff", "patch", "udiff")
 
 #: A chat special token (``<|im_end|>``, ``</s>``, ``<｜end▁of▁sentence｜>``...), as a regex.
 SPECIAL_TOKEN = (r"(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|</?s>|<eos>|<bos>"
-                 r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>)")
+                 r"|<pad>|<end_of_turn>|<start_of_turn>|<\|?endoftext\|?>|\[TOOL_CALLS\])")
 _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"{_TOKEN}\Z")
@@ -72,6 +85,7 @@ _GIT_LINE = re.compile(r"diff --git \S+ \S+")
 _GIT_HEADERS = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", "old mode",
                 "new mode", "similarity index", "dissimilarity index", "rename from",
                 "rename to", "copy from", "copy to", "Binary files", "diff --git ")
+_WRAPPER_LANGS = ("markdown", "md", "")
 _PATCH_KEYS = ("patch", "diff")
 _NESTED_KEYS = ("arguments", "parameters", "input", "function")
 
@@ -79,9 +93,10 @@ _NESTED_KEYS = ("arguments", "parameters", "input", "function")
 def extract_patch(completion: str | list | dict | None, explicit: str | None = None
                   ) -> str | None:
     """The patch in ``completion`` (a string, a message dict or a list of messages), ending
-    in a newline, or None when there is none; ``explicit`` wins when not blank. The rules
+    in a newline, or None when there is none; ``explicit`` wins when it is a non-blank
+    string. The rules
     are in this module's docstring. Never raises."""
-    if explicit is not None and explicit.strip():
+    if isinstance(explicit, str) and explicit.strip():
         return explicit
     if isinstance(completion, str):
         found = _from_text(completion)
@@ -149,7 +164,11 @@ def _json_values(value, depth: int = 0):
             if key in _PATCH_KEYS and isinstance(item, str):
                 yield item
             elif key in _NESTED_KEYS and isinstance(item, str):
-                yield from _json_values(_loads(item), depth + 1)
+                parsed = _loads(item)
+                if parsed is None:
+                    yield item  # not JSON: the tool's raw text (``apply_patch`` input)
+                else:
+                    yield from _json_values(parsed, depth + 1)
             elif isinstance(item, dict | list):
                 yield from _json_values(item, depth + 1)
 
@@ -164,10 +183,31 @@ def _from_json(value) -> str | None:
 # --------------------------------------------------------------------------- text
 
 
+class _Lines:
+    """Where the lines of a text are, to tell a tag from text in a diff line."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+
+    def in_diff_line(self, start: int, end: int) -> bool:
+        """Whether ``text[start:end]`` is inside a diff content line: the line starts with
+        ``+``, ``-`` or a space and has other text both before and after it."""
+        k = bisect.bisect_left(self.breaks, start)
+        first = self.breaks[k - 1] + 1 if k else 0
+        last = self.breaks[k] if k < len(self.breaks) else len(self.text)
+        return (self.text[first:first + 1] in ("+", "-", " ")
+                and bool(self.text[first + 1:start].strip())
+                and bool(self.text[end:last].strip()))
+
+
 def _without_reasoning(text: str) -> str:
     """``text`` without reasoning blocks, one pass (linear in the text)."""
     kept, pos, opened = [], 0, None
+    lines = _Lines(text)
     for m in _THINK_TAG.finditer(text):
+        if lines.in_diff_line(m.start(), m.end()):
+            continue  # code the diff adds or removes, e.g. ``+END = "</think>"``
         closing, name = m.group(1) == "/", m.group(2)
         if opened is None and not closing:
             kept.append(text[pos:m.start()])
@@ -203,24 +243,78 @@ def _answer(text: str) -> str:
 def _from_text(text: str, tools: bool = True) -> str | None:
     text = _answer(text)
     if tools:
-        calls = [m.group(1) for m in _TOOL_CALL.finditer(text)]
-        for raw in reversed(calls):
-            if (found := _from_json(_loads(raw.strip()))) is not None:
+        lines = _Lines(text)
+        calls = [m for m in _TOOL_CALL.finditer(text)
+                 if not lines.in_diff_line(m.start(), m.start() + len("<tool_call>"))]
+        for m in reversed(calls):
+            if (found := _from_json(_loads(m.group(1).strip()))) is not None:
                 return found
-        text = _TOOL_CALL.sub("", text)
+        kept, pos = [], 0
+        for m in calls:
+            kept.append(text[pos:m.start()])
+            pos = m.end()
+        text = "".join(kept) + text[pos:]
         if text.lstrip().startswith(("{", "[")) and (doc := _loads(text.strip())) is not None:
             if (found := _from_json(doc)) is not None:
                 return found
     lines = text.split("\n")
     blocks, outside = _fenced_blocks(lines)
+    if tools:
+        for lang, body in reversed(blocks):
+            if lang == "json" and (found := _from_json(_loads(body.strip()))) is not None:
+                return found
+        if (found := _from_json(_json_after_prose(text))) is not None:
+            return found
     tagged = [body for lang, body in blocks if lang in DIFF_LANGS and body.strip()]
     if tagged:
-        return tagged[-1]
+        return _joined(tagged)
     diffs = [body for lang, body in blocks if _starts_like_diff(body)]
     if diffs:
-        return diffs[-1]
+        return _joined(diffs)
+    for lang, body in reversed(blocks):
+        if lang in _WRAPPER_LANGS:
+            inner, _ = _fenced_blocks(body.split("\n"))
+            found = [b for lang_, b in inner
+                     if (lang_ in DIFF_LANGS and b.strip()) or _starts_like_diff(b)]
+            if found:
+                return found[-1]
     bare = _bare_diffs(lines, outside)
-    return bare[-1] if bare else None
+    return _joined(bare) if bare else None
+
+
+_FILE_LINE = re.compile(r"(?:--- |\+\+\+ )(?:[ab]/)?(\S+)")
+
+
+def _files(diff: str) -> set[str]:
+    """Paths a diff's ``---`` / ``+++`` header lines name (``/dev/null`` left out)."""
+    return {m.group(1) for m in _FILE_LINE.finditer(diff)
+            if m.start() == 0 or diff[m.start() - 1] == "\n"} - {"/dev/null", "dev/null"}
+
+
+def _joined(diffs: list[str]) -> str:
+    """The last diff, after the earlier ones that name only files no later kept one does
+    (one diff per file); an earlier diff of a file a later one changes is a draft."""
+    kept, seen = [diffs[-1]], _files(diffs[-1])
+    if not seen:
+        return diffs[-1]
+    for diff in reversed(diffs[:-1]):
+        files = _files(diff)
+        if files and not files & seen:
+            kept.append(diff if diff.endswith("\n") else diff + "\n")
+            seen |= files
+    return "".join(reversed(kept))
+
+
+def _json_after_prose(text: str):
+    """The JSON object starting at the first line that starts with ``{`` (prose before
+    it, anything after it), or None."""
+    m = re.search(r"^\{", text, re.M)
+    if m is None:
+        return None
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, m.start())[0]
+    except (ValueError, RecursionError):
+        return None
 
 
 def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str]], list[bool]]:

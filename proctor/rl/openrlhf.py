@@ -74,37 +74,57 @@ def response_of(query: str, prompt: str) -> str | None:
     same with special tokens and whitespace ignored (the tokenizer's decode does not give
     the prompt's text back); the query starts with the end of the prompt (OpenRLHF cut a
     long prompt from the left); the text after the last chat-template generation prompt
-    (``<|im_start|>assistant`` ...) in the query.
+    (``<|im_start|>assistant`` ...) in the query. Unless the query starts with the prompt,
+    a generation prompt after the prompt's end wins over that end: the prompt was only
+    the user's message inside the template (the rest of the template, a diff quoted in the
+    system or user turns, is not the response).
     """
     if not prompt:
         return query
     if query.startswith(prompt):
         return query[len(prompt):]
+    end = None
     if (at := query.find(prompt)) >= 0:
-        return query[at + len(prompt):]
-    nq, ends = _normalised(query)
-    np_, _ = _normalised(prompt)
-    if np_:
-        if (at := nq.find(np_)) >= 0:
-            return query[ends[at + len(np_) - 1]:]
-        tail = np_[-64:] if len(np_) > 128 else np_[len(np_) // 2:]
-        at = nq.find(tail)
-        if at >= 0 and np_.endswith(nq[:at + len(tail)]):
-            return query[ends[at + len(tail) - 1]:]
-    cut = max((query.rfind(h) + len(h) if h in query else -1) for h in _ASSISTANT_HEADERS)
-    return query[cut:] if cut >= 0 else None
+        end = at + len(prompt)
+    else:
+        nq, ends = _normalised(query)
+        np_, _ = _normalised(prompt)
+        if np_ and (at := nq.find(np_)) >= 0:
+            end = ends[at + len(np_) - 1]
+        elif np_:
+            tail = np_[-64:] if len(np_) > 128 else np_[len(np_) // 2:]
+            at = nq.find(tail)
+            if at >= 0 and np_.endswith(nq[:at + len(tail)]):
+                end = ends[at + len(tail) - 1]
+    cut = max((query.rfind(h, end or 0) + len(h) if h in query[end or 0:] else -1)
+              for h in _ASSISTANT_HEADERS)
+    if cut >= 0:  # the prompt is only part of the templated prompt (the user's message)
+        return query[cut:]
+    return None if end is None else query[end:]
 
 
 def _label_info(label) -> dict:
-    """The label as ``{"task", ...}``; raises ValueError with the reason."""
+    """The label as ``{"task", ...}`` (``patch`` a string or None, ids strings or None);
+    raises ValueError with the reason."""
     if isinstance(label, str) and label.lstrip().startswith("{"):
         try:
             label = json.loads(label)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValueError(f"label is not valid JSON ({exc}): {label[:200]!r}") from None
     if isinstance(label, dict):
         if not isinstance(label.get("task"), str) or not label["task"].strip():
             raise ValueError(f"label has no 'task' (the task directory): {str(label)[:200]!r}")
+        if not isinstance(label.get("patch"), str | None):
+            raise ValueError(f"label's 'patch' must be diff text, got "
+                             f"{type(label['patch']).__name__}")
+        label = dict(label)
+        for key in ("rollout_id", "group_id"):
+            value = label.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                label[key] = str(value)
+            elif not isinstance(value, str | None):
+                raise ValueError(f"label's {key!r} must be a string or an integer, got "
+                                 f"{type(value).__name__}")
         return label
     if isinstance(label, str) and label.strip():
         return {"task": label}
@@ -119,7 +139,11 @@ def _entry(query, prompt, label) -> Completion | RewardRecord:
         return error_record(rollout_id=None, kind=BAD_INPUT, message=str(exc))
     ids = dict(rollout_id=info.get("rollout_id"), group_id=info.get("group_id"))
     task = str(info["task"])
-    if not Path(task, "task.toml").is_file():
+    try:
+        is_task = Path(task, "task.toml").is_file()
+    except OSError:  # a name too long, a directory it may not read
+        is_task = False
+    if not is_task:
         return error_record(kind=BAD_INPUT, task=task, **ids,
                             message=f"no task at {task!r} (no task.toml there)")
     response = response_of(str(query or ""), str(prompt or ""))
