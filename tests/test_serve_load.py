@@ -248,8 +248,10 @@ def test_item_errors_inside_a_200(serve, prepared, toolz_task, toolz_patches, tm
     assert recs["missing"]["error"]["kind"] == "task_config"
     assert recs["neither"]["error"]["kind"] == "bad_input"
     m = metrics(port)
-    assert m[("proctor_rollout_errors_total", (("kind", "task_config"),))] == 2
-    assert m[("proctor_rollout_errors_total", (("kind", "bad_input"),))] == 2
+    # /get_reward judges its labels as the OpenRLHF adapter does: a label naming no task
+    # directory is bad input (2); /v1/score_batch loads the task: task_config (1)
+    assert m[("proctor_rollout_errors_total", (("kind", "task_config"),))] == 1
+    assert m[("proctor_rollout_errors_total", (("kind", "bad_input"),))] == 3
 
 
 def test_body_over_the_limit_is_413_naming_it(serve):
