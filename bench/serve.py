@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.util
 import json
 import os
 import re
@@ -38,18 +37,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.batch import load_make_task  # noqa: E402
 from proctor.harness.batch import prepare_task  # noqa: E402
 from proctor.harness.executor import score  # noqa: E402
 
 PROMPT = "Fix getter.\n"
-
-
-def load_make_task():
-    spec = importlib.util.spec_from_file_location("toolz_make_task",
-                                                  ROOT / "examples/toolz/make_task.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def variants(mk, task_dir: Path, n: int) -> list[str]:
