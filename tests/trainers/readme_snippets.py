@@ -2,7 +2,7 @@
 
 A snippet is the fenced code block that follows an HTML comment ``<!-- snippet: NAME -->``
 in README.md (blank lines may stand between them). Names in use: ``trl``, ``verl-config``,
-``verl-manager``, ``openrlhf-file``, ``openrlhf-http``. The tests execute these blocks (or
+``openrlhf-file``, ``openrlhf-http``. The tests execute these blocks (or
 parse them, for YAML and shell), so what the README shows is what runs.
 """
 

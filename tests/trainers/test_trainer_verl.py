@@ -3,8 +3,8 @@ naive reward manager) scores a ``DataProto`` by calling Proctor's ``compute_scor
 
 The config is verl's own ``ppo_trainer`` (composed with Hydra from the installed verl)
 plus the reward settings under test: the 0.9 keys ``reward.custom_reward_function.{path,
-name}`` written here, then the README's ``verl-config`` (and ``verl-manager``, when the
-README has one) snippets. The batch holds responses that carry a fenced diff (decoded by
+name}`` written here, then the README's ``verl-config`` snippet (0.9 has no batch form:
+Proctor ships no reward manager). The batch holds responses that carry a fenced diff (decoded by
 verl from token ids, EOS included), responses with an explicit ``extra_info["patch"]``, and
 a sample whose task is missing. Rewards (``rm_scores`` summed over the response) must equal
 ``proctor.score`` of the same patches; the missing task gives ``score`` 0.0, ``valid`` 0.0.
@@ -25,7 +25,7 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from packaging.version import Version  # noqa: E402
-from readme_snippets import RL_DIR, SnippetMissing, localise, shell_words, snippet  # noqa: E402
+from readme_snippets import RL_DIR, localise, shell_words, snippet  # noqa: E402
 from tiny_lm import tiny_tokenizer  # noqa: E402
 from trainer_cases import MISSING_TASK, PATCH_NAMES  # noqa: E402
 
@@ -179,18 +179,6 @@ def test_readme_verl_config_snippet(verl_ray, toolz_task, toolz_patches, tiny_to
     assert config.reward.custom_reward_function.path, \
         "the README's verl config sets no reward.custom_reward_function.path (verl 0.9 " \
         "reads only reward.*; top-level custom_reward_function is a legacy key it ignores)"
-    samples, rewards, extra = _run_reward_loop(config, toolz_task, toolz_patches,
-                                               tiny_tokenizer_dir)
-    _check(samples, rewards, extra, expected_rewards)
-
-
-@pytest.mark.docker
-def test_readme_verl_manager_snippet(verl_ray, toolz_task, toolz_patches, tiny_tokenizer_dir,
-                                     expected_rewards):
-    try:
-        config = _snippet_config("verl-manager", tiny_tokenizer_dir)
-    except SnippetMissing as exc:
-        pytest.skip(f"README documents no verl reward manager: {exc}")
     samples, rewards, extra = _run_reward_loop(config, toolz_task, toolz_patches,
                                                tiny_tokenizer_dir)
     _check(samples, rewards, extra, expected_rewards)
