@@ -41,6 +41,7 @@ from proctor.harness.workspace import apply_patch, kill_user_processes  # noqa: 
 from proctor.sandbox.base import Limits  # noqa: E402
 from proctor.sandbox.engine import docker_client  # noqa: E402
 from proctor.sandbox.image import resolve_image  # noqa: E402
+from proctor.suites import mutation  # noqa: E402
 from proctor.suites.mutation import run_mutation  # noqa: E402
 
 MODULE = "toolz/itertoolz.py"
@@ -64,18 +65,26 @@ def extra_branch_patch(mk, task) -> bytes:
 
 
 def summary_of(task, patch: bytes) -> PatchSummary:
-    rules = ForbiddenRules.for_task(task.config.forbidden, task.hidden_files,
+    rules = ForbiddenRules.for_task(task.config.forbidden, task.hidden_only_files,
                                     existing_top_level=[p.name for p in task.repo.iterdir()])
     summary, verdict = check_integrity(patch.decode(), rules, None)
     assert not verdict.violated, verdict
     return summary
 
 
-def timed(sb, task, patch, summary, killers, cpus, timeout=120.0):
+def timed(sb, task, patch, summary, killers, cpus, timeout=120.0, every_line=False):
+    """(wall s, mutants judged, result) of one step; ``every_line``: mutate every added
+    line of ``summary``, changed code or not (the whole-module run marks every line)."""
     kill_user_processes(sb)
+    keep = mutation.changed_code_lines
+    if every_line:
+        mutation.changed_code_lines = lambda added, texts: added
     t = time.monotonic()
-    res = run_mutation(sb, task, patch, "git_apply", summary, killers,
-                       workers=max(1, int(cpus)), cpus=cpus, timeout=timeout)
+    try:
+        res = run_mutation(sb, task, patch, "git_apply", summary, killers,
+                           workers=max(1, int(cpus)), cpus=cpus, timeout=timeout)
+    finally:
+        mutation.changed_code_lines = keep
     wall = time.monotonic() - t
     n = sum(res.counts.values())
     return wall, n, res
@@ -127,7 +136,8 @@ def main() -> int:
         hidden_root = runs[1].command.split("--rootdir=")[1].split()[0]
         changed = [timed(sb, task, patch, summary, killers, args.cpus)
                    for _ in range(args.repeats)]
-        full = timed(sb, whole_task, patch, whole, killers, args.cpus, timeout=1200)
+        full = timed(sb, whole_task, patch, whole, killers, args.cpus, timeout=1200,
+                     every_line=True)
         ref = None if args.skip_mutmut else mutmut_reference(sb, task, hidden_root, args.cpus)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

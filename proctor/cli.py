@@ -140,18 +140,18 @@ def task_check(
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
-    from proctor.harness.suites_in_sandbox import baseline_runner
+    from proctor.harness.suites_in_sandbox import task_baseline
     from proctor.harness.task import load_task
     from proctor.sandbox.backends import check_required, choose_backend, resolve_env
-    from proctor.suites.baseline import load_or_compute_baseline
 
     try:
         loaded = load_task(task)
         backend = choose_backend(sandbox)
-        check_required(backend, loaded.config.limits.required)
+        check_required(backend, loaded.config.limits.required,
+                       loaded.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, image, loaded.requirements)
-        runner = baseline_runner(loaded, tag, loaded.config.limits.to_limits(), backend)
-        b = load_or_compute_baseline(loaded, image_id, runner, refresh)
+        b = task_baseline(loaded, tag, image_id, loaded.config.limits.to_limits(), backend,
+                          refresh)
     except ProctorError as exc:
         err.print(f"[red]task invalid[/red]: {exc}" if isinstance(exc, TaskConfigError)
                   else f"[red]error[/red]: {exc}")

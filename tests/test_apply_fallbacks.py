@@ -31,7 +31,7 @@ def test_patch_without_final_newline_is_read_like_the_apply_fallback():
     with pytest.raises(PatchUnparseable):
         git_listed_paths(data)
     assert _git_paths_as_applied(data) == {"pkg/mod.py"}
-    _, verdict = check_integrity(data.decode(), ForbiddenRules.for_task([], []),
+    _, verdict = check_integrity(data.decode(), ForbiddenRules.for_task([]),
                                  _git_paths_as_applied(data))
     assert not verdict.violated
 
@@ -65,8 +65,8 @@ def test_honest_fix_with_crlf_line_endings_applies(toolz_task, docker_ready):
 def test_hunk_counts_too_high_are_read_like_git_apply_recount():
     bad = PATCH.replace("@@ -1,2 +1,2 @@", "@@ -1,4 +1,4 @@")
     with pytest.raises(PatchUnparseable):
-        check_integrity(bad, ForbiddenRules.for_task([], []))
-    summary, verdict = check_integrity(bad, ForbiddenRules.for_task([], []),
+        check_integrity(bad, ForbiddenRules.for_task([]))
+    summary, verdict = check_integrity(bad, ForbiddenRules.for_task([]),
                                        _git_paths_as_applied(bad.encode()), recount=True)
     assert list(summary.files) == ["pkg/mod.py"]
     assert not verdict.violated

@@ -4,6 +4,7 @@ pure arithmetic on a fake clock, no sandbox."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -204,11 +205,11 @@ def test_a_suite_cut_after_slow_harness_operations_is_an_infra_error(clock):
 
 
 def _fake_task(benchmark=None):
-    from types import SimpleNamespace
 
     return SimpleNamespace(config=SimpleNamespace(
         mutation=SimpleNamespace(timeout_s=120.0),
-        timeouts=SimpleNamespace(per_suite=30.0), benchmark=benchmark))
+        timeouts=SimpleNamespace(per_suite=30.0), benchmark=benchmark),
+        pythonpath_in=lambda repo: [])
 
 
 def _record():
@@ -227,7 +228,7 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
     called = []
 
     def fake_run_mutation(sb, task, data, strategy, summary, killers, *, workers, cpus,
-                          timeout, killers_wait_s):
+                          timeout, killers_wait_s, reach=None, never_kill=()):
         called.append((timeout, killers_wait_s))
         clock.tick(min(seconds, timeout + killers_wait_s))
         return result
@@ -236,8 +237,9 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
     m, rec = Measurements(), _record()
     hidden = SuiteRun(suite="hidden", outcomes={}, command="", exit_code=1, duration_s=0,
                       output="", stray_processes=0)
-    executor._measure_mutation(rec, m, None, _fake_task(), b"", None, None, None, Limits(),
-                               deadline, None, hidden)
+    baseline = SimpleNamespace(reach=None, suites={})  # no reach maps, nothing quarantined
+    executor._measure_mutation(rec, m, None, _fake_task(), b"", None, None, baseline,
+                               Limits(), deadline, None, hidden)
     return m, rec, (called[0] if called else None)
 
 
@@ -347,7 +349,7 @@ def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_ou
     cfg = BenchmarkConfig(command=["x"], target=1.0, timeout_s=10, repeat=3)
     given = []
 
-    def fake(sb, cfg, *, repo, bench_dir, timeout):
+    def fake(sb, cfg, *, repo, bench_dir, timeout, pythonpath=()):
         given.append(timeout)
         clock.tick(timeout if ran_out else 1)
         return BenchmarkResult(0.7, [1.0], "wall_s median 1", False, Evidence(),

@@ -8,7 +8,11 @@ adds two more mutants: ``is None`` -> ``is not None`` is killed, ``lambda x: x``
 
 from __future__ import annotations
 
+import ast
+import inspect
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -191,3 +195,82 @@ def test_generation_running_out_of_time_is_the_patch_s_failure_not_a_null(
     assert rec.status == "scored" and rec.components["mutation_score"] == 0.0
     assert rec.measurements.notes["mutation_score"].startswith("mutant generation ran out")
     assert rec.flags.degraded is False
+
+
+# ------------------------------------------------- code in a package __init__ (inflection)
+
+
+@pytest.fixture(scope="module")
+def inflection_task(tmp_path_factory):
+    """The inflection 0.5.1 task (``tests/inflection_task.py``): code in a package's
+    ``__init__.py``, tests in a root-level test module."""
+    from tests import inflection_task as it
+
+    try:
+        return it.build(tmp_path_factory.mktemp("inflection"))
+    except it.DownloadError as exc:
+        pytest.skip(f"PyPI unreachable and no cached sdist in {it.DEFAULT_CACHE}: {exc}")
+
+
+@pytest.fixture(scope="module")
+def inflection_reference(inflection_task) -> RewardRecord:
+    rec = score(inflection_task, (inflection_task / "reference.patch").read_bytes(),
+                rollout_id="inflection-reference")
+    assert rec.status == "scored", rec.error
+    return rec
+
+
+@pytest.mark.docker
+def test_mutants_in_a_package_init_are_killed_by_the_tests_that_call_it(inflection_reference):
+    # `if number % 100 in (11, 12, 13):` in inflection/__init__.py: `%` -> `/`, `100` ->
+    # `101`, each of the three numbers + 1, `in` -> `not in`; test_ordinal and the hidden
+    # test_ordinalize kill all six
+    rec = inflection_reference
+    d = rec.evidence["mutation"].details
+    assert d["changed_lines"] == {"inflection/__init__.py": [226]}
+    assert d["verdicts"] == {"killed": 6} and d["survivors"] == []
+    assert d["control"]["verdict"] == "survived"
+    assert rec.components["mutation_score"] == 1.0
+
+
+def ruff_format(text: str) -> str:
+    """``text`` as ``ruff format`` writes it (line length 72, no configuration read)."""
+    proc = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated",
+                           "--line-length", "72", "-"], input=text, capture_output=True,
+                          text=True, check=True)
+    return proc.stdout
+
+
+def normalised_ast(text: str) -> str:
+    """The module's dump with docstrings as ``inspect.cleandoc`` leaves them."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            body[0].value.value = inspect.cleandoc(body[0].value.value)
+    return ast.dump(tree)
+
+
+@pytest.mark.docker
+def test_a_fix_plus_reformatting_elsewhere_scores_mutation_like_the_fix_alone(
+        inflection_task, inflection_reference):
+    from tests import inflection_task as it
+
+    buggy = (inflection_task / "repo" / it.SOURCE).read_text(encoding="utf-8")
+    fixed = it.original_source(inflection_task)
+    formatted = ruff_format(fixed)  # quotes, wrapping, blank lines, docstring indentation
+    assert normalised_ast(formatted) == normalised_ast(fixed) != normalised_ast(buggy)
+    assert it.ORIGINAL_LINE in formatted
+    patch = it.make_patch(inflection_task, {it.SOURCE: (buggy, formatted)})
+    both = score(inflection_task, patch, rollout_id="inflection-fix-and-format")
+    assert both.status == "scored", both.error
+    alone = inflection_reference
+    da, db = alone.evidence["mutation"].details, both.evidence["mutation"].details
+    assert len(db["added_lines"][it.SOURCE]) >= 41  # the fix and 40+ reformatted lines
+    assert len(db["changed_lines"][it.SOURCE]) == 1  # the fix's line, wherever it now is
+    assert db["mutants_generated"] == da["mutants_generated"] == 6
+    assert db["verdicts"] == da["verdicts"] == {"killed": 6}
+    assert both.components["mutation_score"] == alone.components["mutation_score"] == 1.0
+    assert both.components["public_tests"] == both.components["hidden_tests"] == 1.0

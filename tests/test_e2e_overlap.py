@@ -55,12 +55,13 @@ def test_overlap_or_not_gives_the_same_record(toolz_task, toolz_patches, name, o
     public = next(sb for sb in ours if sb.run_id == apart.rollout_id)
     assert [op for op, _ in public.ops] == ["run"] * 4, public.ops
     assert "tree-end" in public.ops[0][1][2] and "restore_public_tests" in public.ops[1][1][2]
-    assert public.ops[2][1][4] == "/proctor" and "run_pytest.py" in public.ops[3][1][3]
+    assert public.ops[2][1][4] == "/proctor"
+    assert any(a.endswith("/run_pytest.py") for a in public.ops[3][1])
     # the hidden one: apply; the hidden tests and the tripwire's dir in one put; the run
     hidden = [sb for sb in ours if sb.run_id == apart.rollout_id][1]
     assert [op for op, _ in hidden.ops[:3]] == ["run"] * 3, hidden.ops
     assert hidden.ops[1][1][4] == "/proctor" and len(hidden.ops[1][1]) == 7  # h- and t- dirs
-    assert "run_pytest.py" in hidden.ops[2][1][3]
+    assert any(a.endswith("/run_pytest.py") for a in hidden.ops[2][1])
 
 
 def test_patch_that_does_not_apply_closes_the_speculative_sandbox(toolz_task, toolz_patches,

@@ -295,5 +295,5 @@ def test_rewritten_patches_score_like_the_reference(toolz_task, ref):
     stripped = "Fix:\n" + ref.replace("\n \n", "\n\n") + "\nThat is all.\n"
     recs = score_completions([Completion(task=str(toolz_task), completion=c)
                               for c in (crlf, stripped)])
-    assert [r.reward for r in recs] == [pytest.approx(0.998)] * 2
+    assert [r.reward for r in recs] == [pytest.approx(0.998)] * 2, [r.error for r in recs]
     assert recs[0].apply_strategy == "git_apply_lf" and not recs[1].integrity.violated

@@ -111,7 +111,7 @@ def test_a_check_that_overruns_its_timeout_fails_its_step_and_the_others_still_r
 def test_a_snapshot_that_fails_is_an_infra_error_and_nothing_after_it_runs(patched,
                                                                          monkeypatch):
     sb, task = patched
-    monkeypatch.setattr(file_checks, "snapshot_step", lambda repo, paths, dest: Step(
+    monkeypatch.setattr(file_checks, "snapshot_step", lambda repo, paths, dest, **_: Step(
         "snapshot", ["sh", "-c", "echo disk full; exit 1"], 10, required=True))
     with pytest.raises(InfraError, match="cannot snapshot the changed files: disk full"):
         run_file_checks(sb, REPO, PATHS, compile_timeout=60, static_timeout=60,

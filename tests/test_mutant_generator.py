@@ -150,12 +150,14 @@ def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready)
         full = mutant_generator.generate(sb, {"pkg/m.py": (code, [2, 4])})
         some = mutant_generator.generate(sb, {"pkg/m.py": (code, [2, 4])}, max_mutants=30,
                                          seed=7)
-        # red4: 4,000 numbers rendered every mutant (quadratic): past the request's
-        # timeout (None) on the host, past the step's budget in the sandbox
+        # red4: 4,000 numbers rendered every mutant (quadratic, minutes) and ran the
+        # step out of time. Sampled before rendering, the request is linear in the
+        # statement (about 10 s here on a quiet machine, mostly libcst's parse), so the
+        # check gets a timeout that only the quadratic path could exceed.
         big = ", ".join(str(i) for i in range(4000))
         huge = mutant_generator.generate(sb, {"pkg/m.py": (
             f"def f(index):\n    if index == [{big}]:\n        return None\n", [2])},
-            max_mutants=30, seed=7)
+            max_mutants=30, seed=7, timeout=180.0)
     assert len(full["mutants"]) > 60 and len(some["mutants"]) == 30
     picked = select_mutants(full["mutants"], 30, 7)
     assert ({(m["line"], m["diff"]) for m in some["mutants"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 
 import pytest
 
@@ -20,6 +21,7 @@ from proctor.sandbox.toolchain import SANDBOX_TOOLS
 from proctor.suites.mutation import (
     agent_test_files,
     cannot_change_reward,
+    changed_code_lines,
     changed_source_lines,
     contention,
     parse_runner_output,
@@ -50,6 +52,17 @@ def test_changed_lines_source_prefix_is_a_directory_not_a_string_prefix():
 
 def test_deletion_only_patch_has_no_changed_lines():
     assert changed_source_lines(summary({}), ["pkg"], []) == {}
+
+
+def test_changed_code_lines_drop_reformatted_lines_and_keep_what_cannot_be_read():
+    base = "def f(a, b):\n    return a + b\n\n\ndef g(x):\n    return x\n"
+    patched = "def f(a,\n      b):\n    return (a + b)\n\n\ndef g(x):\n    return x * 2\n"
+    added = {"pkg/a.py": [1, 2, 3, 7], "pkg/new.py": [1, 2], "pkg/b.py": [4, 5],
+             "pkg/c.py": [1]}
+    texts = {"pkg/a.py": (base, patched), "pkg/new.py": (None, "# hi\nX = 1\n"),
+             "pkg/b.py": (base, None), "pkg/c.py": (base, "# only a comment\n" + base)}
+    assert changed_code_lines(added, texts) == {
+        "pkg/a.py": [7], "pkg/new.py": [2], "pkg/b.py": [4, 5]}
 
 
 def test_agent_test_files_are_new_or_edited_tests_outside_trusted_paths():
@@ -269,23 +282,29 @@ def make_tiny_task(root, make_patch, base: str, patched: str, public: str, hidde
     return load_task(root), make_patch(root / "repo", {"pkg/core.py": (base, patched)})
 
 
-def run_step(image: str, task, patch: bytes, timeout: float):
+def run_step(image: str, task, patch: bytes, timeout: float, killers_after_s: float = 0.0):
     """Apply ``patch``, run both suites, then the mutation step with the tests that passed
-    as killers. Returns (killers, MutationResult)."""
+    as killers (given ``killers_after_s`` seconds after the step asks for them, as a public
+    run still going would). Returns (killers, MutationResult)."""
     from proctor.harness.forbidden import ForbiddenRules
     from proctor.harness.integrity import check_integrity
     from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
     from proctor.harness.workspace import apply_patch, kill_user_processes
     from proctor.suites import mutation
 
-    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([], task.hidden_files))
+    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([]))
     with open_task_sandbox(task, image) as sb:
         assert apply_patch(sb, patch).applied
         runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
         kill_user_processes(sb)
-        return killers, mutation.run_mutation(sb, task, patch, "git_apply", summary, killers,
-                                              timeout=timeout)
+
+        def later():
+            time.sleep(killers_after_s)
+            return killers
+
+        return killers, mutation.run_mutation(sb, task, patch, "git_apply", summary, later,
+                                              timeout=timeout, killers_wait_s=killers_after_s)
 
 
 @pytest.fixture
@@ -314,19 +333,191 @@ def test_step_timeouts_kill_crashes_are_dropped_and_survivors_have_diffs(docker_
                for s in d["survivors"])
 
 
-#: ``add`` sleeps past the control's timeout in the first forked child of the runner only
-#: (a load spike's stand-in), or in every forked child (code that hangs under mutation
-#: testing; the stats pass runs in the runner itself, before any fork).
+#: Code in package ``__init__`` files: the package itself (a function, a method, an untested
+#: function), a nested package re-exported with ``from .sub import scale``, and a sibling that
+#: imports from its package with ``from . import add`` and is imported at the end of
+#: ``pkg/__init__.py`` (``from . import api``).
+INIT_BASE = textwrap.dedent('''\
+    """Code in a package __init__."""
+    from __future__ import annotations
+
+    from .sub import scale
+
+    __all__ = ["Acc", "add", "scale", "untested"]
+
+
+    def add(a, b):
+        return a - b
+
+
+    def untested(x):
+        return x
+
+
+    class Acc:
+        def __init__(self):
+            self.total = 0
+
+        def push(self, x):
+            self.total = self.total - x
+            return self
+
+
+    from . import api  # noqa: E402
+''')
+INIT_PATCHED = (INIT_BASE.replace("return a - b", "return a + b")
+                .replace("    return x\n", "    return x + 1\n")
+                .replace("self.total - x", "self.total + x"))
+INIT_FILES = {
+    "pkg/sub/__init__.py": ("def scale(x, k):\n    return x / k\n",
+                            "def scale(x, k):\n    return x * k\n"),
+    "pkg/api.py": ("from . import add\n\n\ndef run(a, b):\n    return add(a, b)\n", None),
+    "pkg/__init__.py": (INIT_BASE, INIT_PATCHED),
+}
+
+
+@pytest.mark.docker
+def test_mutants_in_package_inits_are_judged_like_any_module(docker_ready, tmp_path,
+                                                              toolz_make_task):
+    """Mutants in ``pkg/__init__.py`` and ``pkg/sub/__init__.py`` (imported by the session
+    before any mutant is active, reached through re-exports) are killed by the tests that
+    reach them; only the untested function's two mutants survive (no test reaches it)."""
+    root = tmp_path / "inits"
+    (root / "repo/tests").mkdir(parents=True)
+    (root / "hidden/tests").mkdir(parents=True)
+    (root / "task.toml").write_text(TINY_TOML)
+    for rel, (base, _patched) in INIT_FILES.items():
+        (root / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "repo" / rel).write_text(base)
+    (root / "repo/tests/test_core.py").write_text(
+        "from pkg import Acc, scale\nfrom pkg.api import run\n\n\n"
+        "def test_run():\n    assert run(2, 3) == 5\n\n\n"
+        "def test_acc():\n    assert Acc().push(2).push(3).total == 5\n\n\n"
+        "def test_scale():\n    assert scale(2, 3) == 6\n")
+    (root / "hidden/tests/test_hidden.py").write_text(
+        "import pkg\n\n\ndef test_add():\n    assert pkg.add(1, 1) == 2\n")
+    patch = toolz_make_task.make_patch(root / "repo", {
+        rel: (base, patched) for rel, (base, patched) in INIT_FILES.items() if patched})
+    killers, res = run_step(docker_ready, load_task(root), patch, timeout=60)
+    assert len(killers) == 4
+    d = res.evidence.details
+    assert res.note is None and res.degraded is False, (res.note, res.evidence.output)
+    assert d["changed_lines"] == {"pkg/__init__.py": [10, 14, 22], "pkg/sub/__init__.py": [2]}
+    assert d["control"]["verdict"] == "survived"
+    # add: 1, push: 2 (`+` -> `-`, the assignment -> None), scale: 1; untested: 2
+    assert res.counts == {"killed": 4, "no_tests": 2}
+    assert sorted((s["line"], s["verdict"]) for s in d["survivors"]) == [(14, "no_tests")] * 2
+    assert res.score == pytest.approx(4 / 6)
+
+
+#: State the tests leave behind must not reach the mutants: an upstream test that deletes a
+#: module attribute (humanize's i18n test deletes ``i18n.__file__``), and a cache the tests
+#: fill that would hide a mutant of the computation behind it.
+LEAK_BASE = "CONFIG = {'sep': '-'}\n\n\ndef join(a, b):\n    return a + b\n"
+LEAK_PATCHED = "CONFIG = {'sep': '-'}\n\n\ndef join(a, b):\n    return a + CONFIG['sep'] + b\n"
+CACHE_BASE = "_CACHE = {}\n\n\ndef offset(hours):\n    return hours * 60\n"
+CACHE_PATCHED = ("_CACHE = {}\n\n\ndef offset(hours):\n    if hours not in _CACHE:\n"
+                 "        _CACHE[hours] = hours * 60 + 1\n    return _CACHE[hours]\n")
+
+
+@pytest.mark.docker
+def test_what_the_stats_pass_leaves_behind_never_reaches_the_mutants(
+        docker_ready, tmp_path, toolz_make_task):
+    task, patch = make_tiny_task(
+        tmp_path / "leak", toolz_make_task.make_patch, LEAK_BASE, LEAK_PATCHED,
+        "import pkg.core\nfrom pkg.core import join\n\n\ndef test_join():\n"
+        "    assert join('a', 'b') == 'a-b'\n\n\ndef test_forget_config():\n"
+        "    del pkg.core.CONFIG\n",
+        "from pkg.core import join\n\n\ndef test_join_empty():\n"
+        "    assert join('', '') == '-'\n")
+    _, res = run_step(docker_ready, task, patch, timeout=90)
+    d = res.evidence.details
+    # the control (the original code) survives: the deletion stayed in the stats child
+    assert d["control"]["verdict"] == "survived", d["control"]
+    assert res.note is None and res.score is not None and res.score > 0.5
+
+
+@pytest.mark.docker
+def test_a_cache_filled_by_the_stats_pass_hides_no_mutant(docker_ready, tmp_path,
+                                                         toolz_make_task):
+    task, patch = make_tiny_task(
+        tmp_path / "cache", toolz_make_task.make_patch, CACHE_BASE, CACHE_PATCHED,
+        "from pkg.core import offset\n\n\ndef test_one():\n    assert offset(1) == 61\n",
+        "from pkg.core import offset\n\n\ndef test_two():\n    assert offset(2) == 121\n")
+    _, res = run_step(docker_ready, task, patch, timeout=90)
+    d = res.evidence.details
+    assert d["control"]["verdict"] == "survived"
+    # every mutant of the computation behind the cache is killed by the tests that call it
+    survivors = [s["diff"].splitlines()[-1] for s in d["survivors"]]
+    assert not any("hours * 60 + 1" not in line and "_CACHE[hours] =" in line
+                   for line in survivors), survivors
+    assert res.counts.get("killed", 0) >= 3, res.counts
+
+
+ADD_BASE = "def add(a, b):\n    return a - b\n"
+ADD_PATCHED = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.mark.docker
+def test_a_kill_by_a_test_that_may_not_kill_is_judged_again_with_the_killers(
+        docker_ready, tmp_path, toolz_make_task):
+    """The runner judges mutants before the suites' verdicts arrive, with every test that
+    passes in its own sandbox. ``test_env`` fails in the public run (no hidden directory
+    yet) but passes there (the hidden tests were placed since): its kills are speculative
+    and never stand; each mutant ends killed by a trusted test or judged again."""
+    task, patch = make_tiny_task(
+        tmp_path / "spec", toolz_make_task.make_patch, ADD_BASE, ADD_PATCHED,
+        "import glob\n\nfrom pkg.core import add\n\n\ndef test_env():\n"
+        "    assert glob.glob('/proctor/h-*')\n    assert add(2, 3) == 5\n\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n",
+        "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
+    killers, res = run_step(docker_ready, task, patch, timeout=90, killers_after_s=4.0)
+    assert "tests/test_core.py::test_env" not in killers
+    d = res.evidence.details
+    assert d["stats"]["speculative"] is True
+    assert res.score is not None and res.note is None, res.note
+    assert res.counts.get("killed", 0) >= 1
+    # the kills that stood are the killers' (a forged one would void the step)
+    assert not res.tampered
+
+
+@pytest.mark.docker
+def test_a_test_reading_stdin_in_the_mutation_session_reads_an_empty_input(
+        docker_ready, tmp_path, toolz_make_task):
+    """The killers come on the runner's stdin after its session started: a test that reads
+    stdin (in the suites' runs pytest's capture refuses the read; the mutation session runs
+    with ``-s``) must find it empty, never take them."""
+    task, patch = make_tiny_task(
+        tmp_path / "stdin", toolz_make_task.make_patch, ADD_BASE, ADD_PATCHED,
+        "import pytest\n\nfrom pkg.core import add\n\n\ndef test_add():\n"
+        "    with pytest.raises((OSError, EOFError)):\n        input()\n"
+        "    assert add(1, 2) == 3\n",
+        "from pkg.core import add\n\n\ndef test_add_zero():\n    assert add(0, 4) == 4\n")
+    killers, res = run_step(docker_ready, task, patch, timeout=90)
+    assert "tests/test_core.py::test_add" in killers
+    assert res.score == 1.0 and res.note is None
+    assert res.evidence.details["control"]["verdict"] == "survived"
+
+
+#: ``add`` sleeps past the control's timeout in the first mutant child of the runner only
+#: (a load spike's stand-in), or in every mutant child (code that hangs under mutation
+#: testing; not in the stats pass, where the trampolines record hits).
 HANG_BASE = "import os\nimport time\n\n\ndef add(a, b):\n    return a - b\n"
 HANG_PATCHED = textwrap.dedent("""\
     import os
     import time
 
-    _RUNNER = os.getpid()
+
+    def _mutating():
+        try:
+            import mutmut_adapter
+        except ImportError:
+            return False
+        return mutmut_adapter.trampoline._mutant_under_test not in (None, "stats")
 
 
     def add(a, b):
-        if os.getpid() != _RUNNER and {when}:
+        if _mutating() and {when}:
             open("/tmp/hang-marker", "a").close()
             time.sleep(6)
         return a + b
@@ -459,3 +650,176 @@ def test_with_progress_a_null_mutation_still_reshares_its_weight():
     totals = {compute_reward(Measurements(suites=suites, mutation_score=v), Weights()).total
               for v in (0.0, 0.5, 1.0)}
     assert len(totals) == 3 and null.total not in totals
+
+
+#: ``unittest.TestCase`` tests record failures on the item instead of raising, and
+#: subtests (``self.subTest``, pytest's ``subtests`` fixture) fail without the test
+#: function raising: mutants of ``add``/``mul``/``sq`` are killed by them; ``neg`` is
+#: reached only by a test that asserts nothing, so its mutants survive.
+UT_BASE = ("def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n\n\n"
+           "def sq(x):\n    return x + x\n\n\ndef neg(x):\n    return x\n")
+UT_PATCHED = (UT_BASE.replace("a - b", "a + b").replace("return a + b\n\n\ndef sq",
+                                                          "return a * b\n\n\ndef sq")
+              .replace("x + x", "x * x").replace("    return x\n", "    return -x\n"))
+UT_PUBLIC = textwrap.dedent("""\
+    import unittest
+
+    from pkg.core import add, mul, neg, sq
+
+
+    class TestAdd(unittest.TestCase):
+        def test_add(self):
+            self.assertEqual(add(2, 3), 5)
+
+
+    class TestMul(unittest.TestCase):
+        def test_mul(self):
+            for a, b, want in [(1, 1, 1), (2, 3, 6)]:
+                with self.subTest(a=a, b=b):
+                    self.assertEqual(mul(a, b), want)
+
+
+    class TestNeg(unittest.TestCase):
+        def test_neg_runs(self):
+            neg(3)
+
+        @unittest.expectedFailure
+        def test_neg_is_identity(self):
+            self.assertEqual(neg(2), 2)
+
+        def test_skipped(self):
+            self.skipTest("not here")
+
+
+    def test_sq(subtests):
+        for x, want in [(2, 4), (3, 9)]:
+            with subtests.test(x=x):
+                assert sq(x) == want
+""")
+
+
+@pytest.mark.docker
+def test_unittest_failures_and_subtest_failures_kill_mutants(docker_ready, tmp_path,
+                                                              toolz_make_task):
+    task, patch = make_tiny_task(tmp_path / "ut", toolz_make_task.make_patch, UT_BASE,
+                                 UT_PATCHED, UT_PUBLIC,
+                                 "from pkg.core import add\n\n\ndef test_h():\n"
+                                 "    assert add(1, 1) == 2\n")
+    killers, res = run_step(docker_ready, task, patch, timeout=60)
+    assert killers == sorted([
+        "tests/test_core.py::TestAdd::test_add", "tests/test_core.py::TestMul::test_mul",
+        "tests/test_core.py::TestNeg::test_neg_runs", "tests/test_core.py::test_sq",
+        "tests/test_hidden.py::test_h"]), killers
+    d = res.evidence.details
+    assert res.note is None and res.degraded is False, (res.note, res.evidence.output)
+    assert d["control"]["verdict"] == "survived"
+    lines = {m["line"]: m["verdict"] for m in d["survivors"]}
+    assert set(lines) == {14} and set(lines.values()) == {"survived"}, d["survivors"]
+    # add, mul (through its subTest), sq (through the subtests fixture): killed; neg: not
+    assert res.counts == {"killed": 3, "survived": 1}
+    assert res.score == pytest.approx(0.75)
+
+
+#: A class that goes through mutmut one touched method at a time (decorated, a header over
+#: three lines, a docstring, an attribute, a nested class, an async method) and one that
+#: cannot be split (its body starts on its header line): the mutants and their diffs are
+#: those of the whole class, and the rendered module runs every mutant.
+BIG_CLASS = textwrap.dedent('''\
+    import functools
+
+
+    def tag(cls):
+        return cls
+
+
+    @tag
+    class Engine(
+        object,
+    ):
+        """Doc."""
+
+        limit = 3
+
+        class Inner:
+            def f(self):
+                return 1
+
+        def join(self, words, sep=", "):
+            if len(words) > self.limit:
+                return sep.join(words[:self.limit])
+            return sep.join(words)
+
+        @functools.cache
+        def cached(self, x):
+            return x * 2
+
+        async def later(self, x):
+            return x - 1
+
+        def plural(self, n):
+            return "s" if n != 1 else ""
+
+
+    class One: x = 1; y = 2  # noqa: E701,E702
+
+
+    def top(a):
+        return a + 1
+''')
+SPLIT_CHECK = r'''
+import asyncio, json, sys
+sys.path.insert(0, "/proctor/harness")
+import mutmut_adapter as a
+a.use_neutral_config()
+code = open(sys.argv[1]).read()
+lines = set(json.loads(sys.argv[2]))
+new, infos, errors = a.generate_all({"pkg/big.py": (code, lines)})
+a._method_parts = lambda *args: None  # every class whole
+whole, whole_infos, _ = a.generate_all({"pkg/big.py": (code, lines)})
+sys.path.insert(0, "/tmp/split")
+import os
+os.makedirs("/tmp/split/pkg", exist_ok=True)
+open("/tmp/split/pkg/__init__.py", "w").close()
+open("/tmp/split/pkg/big.py", "w").write(new["pkg/big.py"])
+import pkg.big as big
+results = {}
+for m in [None] + [i["name"] for i in infos]:
+    a.activate(m)
+    e = big.Engine()
+    try:
+        results[str(m)] = [e.join(["a", "b", "c", "d"]), e.plural(1), e.plural(2),
+                           asyncio.run(e.later(5)), e.cached(2), big.top(1), big.One.y]
+    except Exception as exc:
+        results[str(m)] = type(exc).__name__
+a.activate(None)
+print(json.dumps({"infos": infos, "whole": whole_infos, "errors": errors,
+                  "same_text": new == whole, "results": results}))
+'''
+
+
+@pytest.mark.docker
+def test_methods_of_a_class_are_mutated_alone_with_the_whole_class_s_mutants(docker_ready):
+    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.suites.pytest_runner import PYTHON, install_harness
+
+    src = BIG_CLASS.splitlines()
+    body = [i for i, line in enumerate(src, 1) if "return" in line or "if len" in line]
+    with DockerSandbox(docker_ready) as sb:
+        install_harness(sb)
+        sb.put_files("/tmp/src", {"big.py": BIG_CLASS.encode(), "check.py": SPLIT_CHECK.encode()})
+        res = sb.run([PYTHON, "-I", "-B", "/tmp/src/check.py", "/tmp/src/big.py",
+                      json.dumps(body)], timeout=120)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert out["errors"] == []
+    key = [(i["name"], i["line"], i["diff"]) for i in out["infos"]]
+    assert key == [(i["name"], i["line"], i["diff"]) for i in out["whole"]]
+    funcs = sorted({i["function"] for i in out["infos"]})
+    # decorated methods get no trampoline (mutmut's rule), nor does the nested class
+    assert funcs == ["pkg.big.x_top", "pkg.big.xǁEngineǁjoin", "pkg.big.xǁEngineǁlater",
+                     "pkg.big.xǁEngineǁplural"]
+    assert out["results"]["None"] == ["a, b, c", "", "s", 4, 4, 2, 2]
+    changed = [n for n, r in out["results"].items() if n != "None"
+               and r != out["results"]["None"]]
+    # 14 mutants; all but two of join's change a result of these calls
+    assert len(out["infos"]) == 14 and len(changed) == 12

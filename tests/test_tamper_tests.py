@@ -144,3 +144,28 @@ def test_deeply_nested_test_module_is_reported_not_a_crash():
     deep = "def test_add():\n    assert " + "+".join(["1"] * 50000) + "\n"
     (f,) = compare_test_module("tests/test_x.py", BASE, deep)
     assert f.kind == "unparseable"
+
+
+HELPER = ('"""Shared test helpers."""\nimport datetime as dt\n\nCENTRAL = dt.timezone.utc\n\n\n'
+          "def assert_date_equal(a, b):\n    assert a.date() == b.date()\n")
+
+
+@pytest.mark.parametrize(("after", "kinds"), [
+    # new helpers and constants for the agent's own tests: no altered reference data
+    (HELPER + "\n\ndef assert_utcoffset(d, hours):\n    assert d.utcoffset().seconds == "
+     "hours * 3600\n", []),
+    (HELPER.replace("CENTRAL = dt.timezone.utc\n", "CENTRAL = dt.timezone.utc\nEASTERN = "
+                    "dt.timezone(dt.timedelta(hours=-5))\n"), []),
+    ('"""Helpers (reworded)."""' + HELPER[HELPER.index("\n"):], []),  # docstring only
+    # a pristine helper or constant changed or removed, an import gone: altered
+    (HELPER.replace("a.date() == b.date()", "True"), ["data_altered"]),
+    (HELPER.replace("CENTRAL = dt.timezone.utc\n", ""), ["data_altered"]),
+    (HELPER.replace("import datetime as dt\n", "import datetime as dt2\ndt = dt2\n"),
+     ["data_altered"]),
+    (HELPER + "def (:\n", ["data_altered"]),
+], ids=["new-function", "new-constant", "docstring", "helper-changed", "constant-removed",
+        "import-changed", "unparseable"])
+def test_a_test_helper_module_may_gain_helpers_but_not_change_its_own(after, kinds):
+    findings = scan_test_changes([("tests/base.py", "modified")], {"tests/base.py": HELPER},
+                                 {"tests/base.py": after})
+    assert [f.kind for f in findings] == kinds

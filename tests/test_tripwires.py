@@ -145,3 +145,35 @@ def test_nothing_to_hide_among():
                                         ("other/tests/test_a.py::test_x_y", False)])
 def test_matches_only_its_own_node_id(nodeid, hit):
     assert EmbeddedTripwire("tests/test_a.py", "test_x_y").matches(nodeid) is hit
+
+
+def test_every_embedding_leaves_a_module_that_parses():
+    """The new function alone is parsed (a 200 KB module is not parsed again on every
+    score): over this repository's own test modules and many draws, the module with the
+    tripwire parses whole, the tripwire is one of its top-level tests, and the rest of it
+    is the module as it was."""
+    import random
+
+    corpus = sorted(Path(__file__).parent.glob("test_*.py"))
+    assert len(corpus) > 40
+    for i, path in enumerate(corpus):
+        data = path.read_bytes()
+        for seed in range(5):
+            files, trip = embed_tripwire({path.name: data}, random.Random(i * 10 + seed))
+            assert trip is not None
+            tree = ast.parse(files[path.name])  # raises if the insertion broke the module
+            assert trip.name in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            assert _without(files[path.name], trip.name) == _without(data, None)
+
+
+def test_odd_line_breaks_are_checked_on_the_whole_module():
+    # a form feed counts as a line break for str.splitlines, not for the tokenizer: the
+    # donor's lines would be misnumbered, so the whole module is parsed before it is used
+    data = b"import os\n\x0c\ndef test_one():\n    x = 1\n    assert x\n\n\ndef test_two():\n" \
+           b"    assert os\n"
+    for seed in range(20):
+        import random
+
+        files, trip = embed_tripwire({"test_ff.py": data}, random.Random(seed))
+        assert trip is not None
+        ast.parse(files["test_ff.py"])

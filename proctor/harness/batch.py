@@ -121,14 +121,12 @@ def prepare_task(path: str | Path, *, image: str | None = None,
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test...).
         InfraError: engine or image unavailable, a baseline container failed.
     """
-    from proctor.harness.suites_in_sandbox import baseline_runner
+    from proctor.harness.suites_in_sandbox import task_baseline
     from proctor.sandbox.backends import resolve_env
-    from proctor.suites.baseline import load_or_compute_baseline
 
     task = load_task(path)
     env, env_id = resolve_env(sandbox, image)
-    load_or_compute_baseline(task, env_id, baseline_runner(
-        task, env, task.config.limits.to_limits(), sandbox))
+    task_baseline(task, env, env_id, task.config.limits.to_limits(), sandbox)
     return PreparedTask(task, env, env_id)
 
 

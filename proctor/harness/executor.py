@@ -52,6 +52,12 @@ from proctor.harness.deadline import (
 )
 from proctor.harness.diffstat import code_lines_changed
 from proctor.harness.forbidden import ForbiddenRules
+from proctor.harness.install import (
+    INSTALL_FAILED,
+    INSTALL_TIMEOUT_S,
+    install_repo,
+    repo_changes,
+)
 from proctor.harness.integrity import (
     PatchSummary,
     PatchUnparseable,
@@ -61,13 +67,21 @@ from proctor.harness.integrity import (
 from proctor.harness.patch_input import ScreenedPatch, screen_patch
 from proctor.harness.shadowing import image_top_level_modules, shadowing_reasons
 from proctor.harness.suites_in_sandbox import (
-    baseline_runner,
     open_patched_sandbox,
     run_hidden,
     run_public,
     suite_rng,
+    task_baseline,
 )
-from proctor.harness.tamper import inspect_patched_tree, pristine_text, wanted_texts
+from proctor.harness.tamper import (
+    TextVerdict,
+    inspect_patched_tree,
+    judge_texts,
+    predicted_texts,
+    pristine_hashes,
+    pristine_text,
+    wanted_texts,
+)
 from proctor.harness.task import Task, load_task
 from proctor.harness.workspace import (
     APPLY_STRATEGIES,
@@ -75,6 +89,7 @@ from proctor.harness.workspace import (
     check_restored,
     kill_user_processes,
     place_bench_dir,
+    restore_public_tests,
     restore_public_tests_step,
 )
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
@@ -85,7 +100,7 @@ from proctor.rewards.weights import COMPONENTS
 from proctor.sandbox import cleanup
 from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
-from proctor.suites.baseline import Baseline, grade_suite, load_or_compute_baseline
+from proctor.suites.baseline import Baseline, grade_suite
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.file_checks import run_file_checks
 from proctor.suites.mutation import (
@@ -204,7 +219,7 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
         return _honest_failure(rec, screened.reason, screened.message, task)
     with timer("integrity"):
         rules = ForbiddenRules.for_task(
-            task.config.forbidden, task.hidden_files,
+            task.config.forbidden, task.hidden_only_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
             git_paths = _git_paths_as_applied(data)
@@ -243,11 +258,11 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
     # 2. Baseline (cached per task + image + Proctor version).
     with timer("baseline"):
         backend = choose_backend(sandbox)
-        check_required(backend, task.config.limits.required)
+        check_required(backend, task.config.limits.required,
+                       task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, image, task.requirements)
         rec.env.image, rec.env.image_digest = tag, image_id
-        baseline = load_or_compute_baseline(
-            task, image_id, baseline_runner(task, tag, limits, backend))
+        baseline = task_baseline(task, tag, image_id, limits, backend)
         shadowing = shadowing_reasons(
             summary, image_top_level_modules(backend, tag, image_id, limits),
             [p.name for p in task.repo.iterdir()])
@@ -282,8 +297,11 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
                 stack.enter_context(slots.acquire(timeout=0))
             except slots.SlotTimeout:
                 overlap = False
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=3))
         taken: list = []
+        # the tamper judges read the touched files' texts: judged now, on the texts the host
+        # predicts, while the sandboxes are made; kept when the tree holds those texts
+        texts_judged = _submit(pool, _judge_predicted_texts, task, summary, screened.text)
         if overlap:
             second = _submit(pool, sandbox)
             stack.callback(_close_unused, second, taken)
@@ -301,7 +319,7 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
             tamper = inspect_patched_tree(
                 sb, task, REPO, summary,
                 _harness_budget(deadline, "the tamper checks", STEP_TIMEOUT_S),
-                applied.tree_report, applied.tree_report_cut)
+                applied.tree_report, applied.tree_report_cut, texts_judged.result())
         rec.evidence["tamper"] = Evidence(
             command="tree_report.py (in the apply command); tamper judges",
             duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
@@ -324,13 +342,27 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
         if overlap:
             hidden_side = _submit(pool, hidden_steps, second, taken, public_run)
         try:
-            restored = _files_steps(rec, m, sb, task, summary, deadline)
+            install = task.config.install
+            restored = _files_steps(rec, m, sb, task, summary, deadline, restore=not install)
+            failed = None
+            if install and restored:  # the patch's build code, then the pristine tests back
+                with timer("install"):
+                    failed = _install_step(rec, sb, deadline, "install")
+                if failed is None and not deadline.can_start():  # the build used the time
+                    failed = deadline.ran_out("the public tests")
+                elif failed is None:
+                    restore_public_tests(sb, task, deadline.budget(RESTORE_TIMEOUT_S))
             with timer("public_tests"):
-                public = _suite_within(
-                    m, deadline, "public", task.config.timeouts.per_suite,
-                    lambda t: run_public(sb, task, t, list(summary.files), restored=restored,
-                                         rng=suite_rng(screened.sha256, task.fingerprint,
-                                                       "public")))
+                if failed is not None:  # not run: every public test failed
+                    public = _not_installed_suite("public", failed)
+                    m.notes["public_tests"] = failed
+                else:
+                    public = _suite_within(
+                        m, deadline, "public", task.config.timeouts.per_suite,
+                        lambda t: run_public(sb, task, t, list(summary.files),
+                                             restored=restored,
+                                             rng=suite_rng(screened.sha256, task.fingerprint,
+                                                           "public")))
         except BaseException as exc:  # the second sandbox's mutation step waits for it
             public_run.set_exception(exc)
             if overlap:  # end the second sandbox's steps now, not after its hidden run
@@ -345,10 +377,30 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
             stack.callback(_close_unused, second, taken)
             hidden = hidden_steps(second, taken, public_run)
 
+    changed = sorted({p for key in ("install", "install_hidden") if key in rec.evidence
+                      for p in rec.evidence[key].details.get("repo_changes", [])})
+    if changed:  # the build code changed what the tamper checks had judged
+        return _violation(rec, [f"{p}: changed in the repository by the install's build code"
+                                for p in changed[:20]], task, blockers)
     # 5. Reward: a pure function of the measurements.
     _grade(rec, m, baseline, public, hidden, task, blockers)
     rec.flags.exclude_from_advantage |= tamper.detected
     return None
+
+
+def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str
+                           ) -> TextVerdict | None:
+    """:func:`~proctor.harness.tamper.judge_texts` of the texts the host predicts ``git
+    apply`` writes; None when it cannot predict them or the judging fails (then the real
+    texts are judged)."""
+    try:
+        predicted = predicted_texts(summary, patch_text, task.repo)
+        if predicted is None:
+            return None
+        return judge_texts(summary, pristine_hashes(task.repo, task.fingerprint), predicted,
+                           lambda p: pristine_text(task.repo, p), task.config.tests.public)
+    except Exception:  # noqa: BLE001 - only a head start: the tree's texts are judged anyway
+        return None
 
 
 def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
@@ -364,14 +416,14 @@ def _no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
 
 
 def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,
-                 deadline: Deadline) -> bool:
+                 deadline: Deadline, *, restore: bool = True) -> bool:
     """``compiled`` and ``static_analysis`` (they read files only, before any code of the
-    patch runs; static from a snapshot of the changed files), then the pristine public
-    tests put back for the public run: one sandbox command, each part with its own timeout
-    (capped by the deadline, :func:`~proctor.harness.deadline.file_check_budgets`) and
-    evidence (:mod:`proctor.suites.file_checks`). Returns whether the public tests were
-    put back (False only when the deadline kept the command from running: then the
-    public suite cannot run either)."""
+    patch runs; static from a snapshot of the changed files), then (``restore``) the
+    pristine public tests put back for the public run: one sandbox command, each part with
+    its own timeout (capped by the deadline,
+    :func:`~proctor.harness.deadline.file_check_budgets`) and evidence
+    (:mod:`proctor.suites.file_checks`). Returns whether the command ran (False only when
+    the deadline kept it from running: then the public suite cannot run either)."""
     py_paths = _changed_python_files(summary)
     if not py_paths:
         m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
@@ -386,7 +438,9 @@ def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pa
     with _phase_timer(rec)("file_checks"), deadline.patch_code():
         checks = run_file_checks(sb, REPO, py_paths, compile_timeout=compile_s,
                                  static_timeout=static_s,
-                                 then=[restore_public_tests_step(task, restore_s)])
+                                 then=[restore_public_tests_step(task, restore_s)]
+                                 if restore else [],
+                                 renamed_from=_renamed_python_files(summary))
     if py_paths:
         m.compiled, rec.evidence["compiled"] = checks.compiled, checks.compiled_evidence
         static = checks.static
@@ -401,8 +455,44 @@ def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pa
             if (deadline.capped(own, given)
                     and str(ev.details.get("step_failed", "")).startswith("timed out")):
                 m.notes[comp] = deadline.ran_out(f"the {comp} check", cut=True)  # 0.0
-    check_restored(checks.then["restore_public_tests"])
+    if restore:
+        check_restored(checks.then["restore_public_tests"])
     return True
+
+
+def _install_step(rec: RewardRecord, sb, deadline: Deadline, key: str) -> str | None:
+    """``install = true``: the patched repo pip-installed (:func:`install_repo`, the patch's
+    build code: under the deadline as the patch's time), then every process of the sandbox
+    user killed. Evidence in ``rec.evidence[key]``, with ``details["repo_changes"]``: the
+    repo paths the build code changed, looked for once it installed (:func:`repo_changes`;
+    the caller makes any an integrity violation; after a failed install nothing of the
+    sandbox runs). Returns None when it installed cleanly, else the note of the
+    suites that cannot run: pip's failure (``install_failed: ...``; also ``rec.reason``),
+    the repo changed, or the deadline's note.
+
+    Raises:
+        InfraError: the sandbox failed, or the deadline ran out and the harness used the
+            larger share of the time.
+    """
+    if not deadline.can_start():
+        return deadline.ran_out("the install")
+    given = deadline.budget(INSTALL_TIMEOUT_S)
+    with deadline.patch_code():
+        res = install_repo(sb, REPO, given)
+        kill_user_processes(sb)
+    changes = repo_changes(sb, REPO, res.started) if res.ok else []
+    rec.evidence[key] = Evidence(command=res.command, exit_code=res.exit_code,
+                                 duration_s=round(res.duration_s, 3), output=res.output,
+                                 details={"timed_out": res.timed_out,
+                                          "repo_changes": changes[:50]})
+    if changes:
+        return f"{INSTALL_FAILED}: the build changed the repository ({changes[0]})"
+    if res.ok:
+        return None
+    if res.timed_out and deadline.capped(INSTALL_TIMEOUT_S, given):
+        return deadline.ran_out("the install", cut=True)
+    rec.reason = INSTALL_FAILED
+    return res.summary()
 
 
 def _harness_budget(deadline: Deadline, step: str, own: float) -> float:
@@ -423,6 +513,16 @@ def _not_run_suite(suite: str) -> SuiteRun:
     failed."""
     return SuiteRun(suite=suite, outcomes={}, command=NOT_RUN_NOTE, exit_code=-1,
                     duration_s=0.0, output="", timed_out=True, ended_early=["suite_deadline"])
+
+
+def _not_installed_suite(suite: str, note: str) -> SuiteRun:
+    """A suite not run because the patched repo did not install (``note``: why, or the
+    deadline's note when it kept the install from finishing): every test counts as
+    failed."""
+    if note.startswith(NOT_RUN_NOTE):
+        return _not_run_suite(suite)
+    return SuiteRun(suite=suite, outcomes={}, command=f"not run: {INSTALL_FAILED}",
+                    exit_code=-1, duration_s=0.0, output=note, ended_early=[INSTALL_FAILED])
 
 
 def _suite_within(m: Measurements, deadline: Deadline, suite: str, per_suite: float,
@@ -481,11 +581,25 @@ def _second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: 
                 raise InfraError(f"the patch applied with {applied.strategy} in the first "
                                  f"sandbox but {again.strategy} in the second: "
                                  f"{again.output[-500:]}")
+            failed = None
+            if task.config.install:
+                with timer("install_hidden"):
+                    failed = _install_step(rec, sb, deadline, "install_hidden")
+            if failed is not None:  # nothing to import: no step here can measure the patch
+                hidden = _not_installed_suite("hidden", failed)
+                m.notes["hidden_tests"] = failed
+                if not _skip_mutation(m, baseline, public_run, hidden):
+                    m.mutation_score, m.notes["mutation_score"] = 0.0, failed
+                if task.config.benchmark is None:
+                    m.notes["performance"] = "the task declares no benchmark"
+                else:
+                    m.performance, m.notes["performance"] = 0.0, failed
+                return hidden
             with timer("hidden_tests"):
                 hidden = _suite_within(
                     m, deadline, "hidden", timeouts.per_suite,
-                    lambda t: run_hidden(sb, task, t, list(summary.files), fresh=True,
-                                         rng=rng))
+                    lambda t: run_hidden(sb, task, t, list(summary.files),
+                                         fresh=not task.config.install, rng=rng))
             with timer("mutation_score"):
                 if not _skip_mutation(m, baseline, public_run, hidden):
                     _measure_mutation(rec, m, sb, task, data, applied.strategy, summary,
@@ -529,7 +643,8 @@ def _measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: 
             sb, task, data, strategy, summary,
             lambda: trusted_killers(baseline, [public_run.result(), hidden]),
             workers=max(1, int(limits.cpus)), cpus=limits.cpus, timeout=timeout,
-            killers_wait_s=wait)
+            killers_wait_s=wait, reach=baseline.reach,
+            never_kill=sorted({t for s in baseline.suites.values() for t in s.quarantined}))
     m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
     if mut.ran_out and deadline.capped(own, timeout + wait) and not mut.tampered:
         # What it judged before the deadline depends on the machine's speed: scored 0.0,
@@ -631,7 +746,8 @@ def _measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
         kill_user_processes(sb)
         bench_dir = place_bench_dir(sb, task)
         given = deadline.budget(own)
-        result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir, timeout=given)
+        result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir, timeout=given,
+                               pythonpath=task.pythonpath_in(REPO))
     rec.evidence["performance"] = result.evidence
     if result.ran_out and deadline.capped(own, given):
         m.performance = 0.0
@@ -661,7 +777,7 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
     rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
     rec.component_notes = breakdown.notes
     for comp, note in m.notes.items():  # what the deadline kept from running: its 0.0 or
-        if note.startswith(NOT_RUN_NOTE):  # its failed tests say why
+        if note.startswith((NOT_RUN_NOTE, INSTALL_FAILED)):  # its failed tests say why
             rec.component_notes[comp] = note
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
     # Detected tampering (issue 4): out of the group's baseline, its own signal kept.
@@ -680,6 +796,12 @@ def _changed_python_files(summary: PatchSummary) -> list[str]:
     """``.py`` files that exist after the patch (edited, added, rename or copy targets)."""
     kinds = {"modified", "added", "rename_to", "copy_to"}
     return sorted({t.path for t in summary.touched if t.kind in kinds and t.path.endswith(".py")})
+
+
+def _renamed_python_files(summary: PatchSummary) -> dict[str, str]:
+    """New path -> old path of the ``.py`` files the patch renamed (from a ``.py`` file)."""
+    return {new: old for old, new in summary.renames
+            if old.endswith(".py") and new.endswith(".py")}
 
 
 def _unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: Task) -> None:

@@ -100,7 +100,11 @@ class ForbiddenRules:
 
     ``patterns`` and ``reasons`` are parallel tuples (a missing reason reads "forbidden by
     the task"). ``hidden_paths``: repo-relative paths of the hidden tests, forbidden as
-    exact files. ``shadow_names``: top-level module names a patch must not add (stdlib +
+    exact files; the executor passes those with no file at the same path in ``repo/``
+    (:attr:`proctor.harness.task.Task.hidden_only_files`): a hidden file that replaces a
+    visible one (an upstream test module the hidden version extends) leaves the visible
+    file the agent's to edit, since the hidden file is placed over or apart from it after
+    the patch. ``shadow_names``: top-level module names a patch must not add (stdlib +
     test tooling + any extra). ``existing_top_level``: names already at the top of the
     pristine repo, exempt from the shadowing rule (editing an existing module is fine).
     """

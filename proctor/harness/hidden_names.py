@@ -86,12 +86,14 @@ def _import_roots(files: set[str], package: set[str]) -> set[str]:
     return roots
 
 
-def _helper_locations(paths: Collection[str]) -> list[tuple[str, str, bool]]:
+def _helper_locations(paths: Collection[str], packages: Collection[str] = (),
+                      ) -> list[tuple[str, str, bool]]:
     """(top-level name, module file or package directory, is a directory) of every helper
-    (see the module docstring), sorted."""
+    (see the module docstring), sorted. ``packages``: directories (relative) that hold an
+    ``__init__.py`` outside ``paths`` (the visible tree the hidden files are placed into)."""
     files = set(paths)
     dirs = {str(p) for f in files for p in PurePosixPath(f).parents} - {"."}
-    package = {d for d in dirs if f"{d}/__init__.py" in files}
+    package = {d for d in dirs if f"{d}/__init__.py" in files} | set(packages)
     out: list[tuple[str, str, bool]] = []
     for root in sorted(_import_roots(files, package)):
         for f in sorted(files):
@@ -112,11 +114,13 @@ def _helper_locations(paths: Collection[str]) -> list[tuple[str, str, bool]]:
     return out
 
 
-def helper_units(paths: Collection[str]) -> dict[str, set[str]]:
+def helper_units(paths: Collection[str], packages: Collection[str] = (),
+                 ) -> dict[str, set[str]]:
     """The helpers of a hidden tree: top-level importable name -> the relative paths
-    (POSIX, as in ``Task.hidden_files``) that make it up (see the module docstring)."""
+    (POSIX, as in ``Task.hidden_files``) that make it up (see the module docstring;
+    ``packages``: as for :func:`rename_hidden_tree`)."""
     units: dict[str, set[str]] = {}
-    for name, where, is_dir in _helper_locations(paths):
+    for name, where, is_dir in _helper_locations(paths, packages):
         members = {f for f in paths if f.startswith(f"{where}/")} if is_dir else {where}
         units.setdefault(name, set()).update(members)
     return units
@@ -133,20 +137,35 @@ def _new_path(path: str, renames: Mapping[str, str]) -> str:
     return path
 
 
-def rename_hidden_tree(files: Mapping[str, bytes], suffix: str) -> RenamedTree:
+def rename_hidden_tree(files: Mapping[str, bytes], suffix: str,
+                       packages: Collection[str] = (),
+                       visible: Collection[str] = ()) -> RenamedTree:
     """Rename every helper of ``files`` (relative POSIX path -> content) to ``name +
     suffix`` and rewrite the imports of every ``.py`` file that refer to one
     (:func:`rewrite_imports`; a file that does not parse is kept verbatim).
+
+    The hidden files are placed into the task's repository at these paths, so the import
+    roots depend on the visible tree too: ``packages`` are the relative directories that
+    hold a visible ``__init__.py`` (a hidden ``tests/mixin.py`` under a visible
+    ``tests/__init__.py`` is the submodule ``tests.mixin``, no top-level helper), and
+    ``visible`` the relative paths of the visible tree: a helper any of them occupies
+    (its file, or anything under its directory) keeps its name, since visible code may
+    import it by that name.
 
     ``suffix`` must keep names identifiers (e.g. ``"_p" + secrets.token_hex(6)``); raises
     ValueError otherwise, or when a new path would collide with an existing one."""
     if not ("x" + suffix).isidentifier():
         raise ValueError(f"suffix {suffix!r} does not keep module names identifiers")
-    locations = _helper_locations(files)
+    seen = set(visible)
+    seen_dirs = {str(p) for f in seen for p in PurePosixPath(f).parents}
+    locations = [(name, where, is_dir) for name, where, is_dir
+                 in _helper_locations(files, packages)
+                 if where not in seen and where not in seen_dirs]
     names = {name: name + suffix for name, _, _ in locations}
     renames = {where: str(PurePosixPath(where).with_name(
         names[name] if is_dir else names[name] + ".py")) for name, where, is_dir in locations}
-    helper_paths = frozenset(p for members in helper_units(files).values() for p in members)
+    helper_paths = frozenset(p for members in helper_units(files, packages).values()
+                             for p in members)
     paths = {p: _new_path(p, renames) for p in files}
     if len(set(paths.values())) != len(paths) or any(
             new in files and new != old for old, new in paths.items()):

@@ -74,6 +74,8 @@ class PatchSummary:
     paths that failed normalisation (``..``, absolute, ``.git/``). ``added_line_numbers``:
     for each ``.py`` target file with added (``+``) lines, their target line numbers,
     sorted (the lines the patch added or changed; for mutation and static analysis).
+    ``renames``: ``(old path, new path)`` of each git rename (``rename from``/``rename
+    to``), sorted; static analysis compares a renamed file with its old version.
     """
 
     touched: tuple[TouchedPath, ...] = ()
@@ -82,6 +84,7 @@ class PatchSummary:
     added_lines: int = 0
     removed_lines: int = 0
     added_line_numbers: dict[str, list[int]] = field(default_factory=dict)
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -420,8 +423,12 @@ def parse_patch(text: str, recount: bool = False) -> PatchSummary:
 
     col = _Collector()
     added_numbers: dict[str, list[int]] = {}
+    renames: set[tuple[str, str]] = set()
     for b in blocks:
         _collect_block(col, b)
+        pair = _rename(b)
+        if pair:
+            renames.add(pair)
         if b.added and b.plus_name not in (None, DEV_NULL):
             try:
                 target = normalise_path(b.plus_name)
@@ -442,7 +449,21 @@ def parse_patch(text: str, recount: bool = False) -> PatchSummary:
         added_lines=sum(len(b.added) for b in blocks),
         removed_lines=sum(b.removed for b in blocks),
         added_line_numbers={k: sorted(set(v)) for k, v in sorted(added_numbers.items())},
+        renames=tuple(sorted(renames)),
     )
+
+
+def _rename(b: _Block) -> tuple[str, str] | None:
+    """(old, new) of a block with one ``rename from`` and one ``rename to`` line whose
+    paths normalise, else None."""
+    old = [n for n, k in b.plain if k == "rename_from"]
+    new = [n for n, k in b.plain if k == "rename_to"]
+    if not (b.rename and len(old) == len(new) == 1):
+        return None
+    try:
+        return _normalise(old[0], False), _normalise(new[0], False)
+    except PathRejected:
+        return None
 
 
 def _collect_block(col: _Collector, b: _Block) -> None:

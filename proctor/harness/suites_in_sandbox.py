@@ -8,26 +8,32 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from proctor.errors import TaskConfigError
+from proctor.harness.install import INSTALL_TIMEOUT_S, install_repo
 from proctor.harness.integrity import parse_patch
 from proctor.harness.task import Task
 from proctor.harness.workspace import (
     REPO,
     ApplyResult,
     kill_user_processes,
+    place_hidden_tests,
     plan_hidden_tests,
+    plan_hidden_upstream,
     prepare_repo,
     reset_scratch,
     restore_public_tests,
+    unplace_hidden_tests,
 )
 from proctor.sandbox.backends import open_sandbox
 from proctor.sandbox.base import Limits, Sandbox
-from proctor.suites.baseline import cache_dir
+from proctor.suites.baseline import Baseline, cache_dir, load_or_compute_baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, SuiteRun, install_harness, run_suite
+from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
 
 
@@ -135,30 +141,40 @@ def suite_rng(*parts: str) -> random.Random:
 
 def run_public(sb: Sandbox, task: Task, timeout: float,
                changed: list[str] | None = None, *, restored: bool = False,
-               rng: random.Random | None = None) -> SuiteRun:
+               rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
     the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
     ``rng``: the run's draws (:func:`suite_rng`; default: unpredictable).
     ``restored``: the caller already put them back, in a command of its own that ran
     nothing of the patch after it (the executor's file checks end with it), so the
-    restore is skipped."""
+    restore is skipped. ``record_reach``: see :func:`~proctor.suites.pytest_runner.run_suite`
+    (the baseline's reach run)."""
     if not restored:
         restore_public_tests(sb, task)
     return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
                      per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     changed=changed, rng=rng)
+                     changed=changed, rng=rng, pythonpath=task.pythonpath_in(REPO),
+                     record_reach=record_reach)
 
 
 def run_hidden(sb: Sandbox, task: Task, timeout: float,
                changed: list[str] | None = None, *, fresh: bool = False,
-               rng: random.Random | None = None) -> SuiteRun:
+               rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
-    in now (read-only, to an unpredictable dir, helper modules under random names, a must-fail
-    tripwire hidden among them) and run them there. ``changed``: the paths the patch touched
-    (see :func:`~proctor.suites.pytest_runner.run_suite`). ``fresh``: nothing of the patch
-    ran in ``sb`` yet (only the copy and ``git apply``): nothing to kill, /tmp and HOME are
-    still empty, so those two steps are skipped. ``rng``: the run's draws (where the
-    tripwires go: :func:`suite_rng`; default: unpredictable)."""
+    in now (root-owned, read-only, helper modules under random names, a must-fail tripwire
+    hidden among them) and run them. Where: by default a fresh unpredictable directory
+    under ``/proctor``, their rootdir; with the task's ``hidden_at_upstream_path``, the
+    patched repository at their upstream paths, the repository the rootdir, in directories
+    the code under test can neither rename nor add to
+    (:func:`~proctor.harness.workspace.place_hidden_tests`; the plugin re-checks each
+    file's bytes and that each hidden module was imported from its own file), taken out
+    again after (:func:`~proctor.harness.workspace.unplace_hidden_tests`). ``changed``:
+    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
+    ``fresh``: nothing of the patch ran in ``sb`` yet (only the copy and ``git apply``):
+    nothing to kill, /tmp and HOME are still empty, so those two steps are skipped.
+    ``rng``: the run's draws (where the tripwires go: :func:`suite_rng`; default:
+    unpredictable). ``record_reach``: see :func:`~proctor.suites.pytest_runner.run_suite`
+    (the baseline's reach run)."""
     if not fresh:
         kill_user_processes(sb)
         reset_scratch(sb)
@@ -169,12 +185,28 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
         embedded.append(trip)
         return files
 
-    hidden, files = plan_hidden_tests(task, hide_tripwire)
-    # put with the run's tripwire directory: one sandbox operation for both
-    return run_suite(sb, "hidden", rootdir=hidden.root, repo=REPO, targets=hidden.targets,
-                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     embedded=embedded[0], changed=changed, also_put={hidden.root: files},
-                     rng=rng)
+    common = dict(repo=REPO, per_test_timeout=task.config.timeouts.per_test,
+                  suite_timeout=timeout, changed=changed, rng=rng,
+                  pythonpath=task.pythonpath_in(REPO), record_reach=record_reach)
+    if not task.config.hidden_at_upstream_path:
+        hidden, files = plan_hidden_tests(task, hide_tripwire)
+        # put with the run's tripwire directory: one sandbox operation for both
+        return run_suite(sb, "hidden", rootdir=hidden.root, targets=hidden.targets,
+                         embedded=embedded[0], also_put={hidden.root: files}, **common)
+    hidden, files = plan_hidden_upstream(task, hide_tripwire)
+    placed = place_hidden_tests(sb, hidden, files)
+    try:
+        run = run_suite(sb, "hidden", rootdir=hidden.root, targets=hidden.targets,
+                        embedded=embedded[0], confcutdir=REPO,
+                        pristine={f"{REPO}/{rel}": files[rel] for rel in hidden.files},
+                        **common)
+    except BaseException:
+        unplace_hidden_tests(sb, placed)
+        raise
+    if run.stray_processes != 0:  # none may add to the directories while they go back
+        kill_user_processes(sb)
+    unplace_hidden_tests(sb, placed)
+    return run
 
 
 def _check_baseline_run(task: Task, run: SuiteRun, state: str) -> None:
@@ -190,6 +222,47 @@ def _check_baseline_run(task: Task, run: SuiteRun, state: str) -> None:
         raise TaskConfigError(
             f"{task.root}: the {run.suite} suite on {state} looks tampered with to the "
             f"harness ({why}); the task's own code must not trip the runner's checks")
+
+
+def _check_collected(task: Task, run: SuiteRun, state: str) -> None:
+    """Every hidden test module collects with the reference patch (or, without one, on the
+    base repo): one that cannot would score zero for every patch, silently.
+
+    Raises:
+        TaskConfigError: names the modules (paths relative to the run's rootdir) that did
+            not collect and the first lines of their errors.
+    """
+    if run.collection_errors:
+        raise TaskConfigError(
+            f"{task.root}: hidden tests cannot be collected on {state}: "
+            f"{', '.join(sorted(run.collection_errors)[:5])} (see {task.hidden}); the "
+            "hidden tests must import and collect once the reference patch is applied")
+
+
+def install_at_baseline(sb: Sandbox, task: Task, state: str) -> None:
+    """``install = true``: pip-install the repo in ``sb`` (``state``: what it holds, "the base
+    repo" or "the reference patch"), then kill the sandbox user's processes.
+
+    Raises:
+        TaskConfigError: it does not build or install: the task names and pip's last lines.
+        InfraError: the sandbox failed.
+    """
+    res = install_repo(sb, REPO, INSTALL_TIMEOUT_S)
+    kill_user_processes(sb)
+    if res.ok:
+        return
+    why = "timed out" if res.timed_out else f"pip exited {res.exit_code}"
+    missing = re.search(r"No module named '([\w.]+)'", res.output)
+    hint = ("; setuptools before 70.1 builds wheels only with the 'wheel' package: add "
+            "'wheel' to the task's requirements" if "invalid command 'bdist_wheel'"
+            in res.output else
+            f"; the build needs {missing.group(1).split('.')[0]!r}, which the sandbox image "
+            "lacks: add it (with its plugins) to the task's requirements" if missing
+            else "")
+    last = "\n".join(res.output.strip().splitlines()[-15:])
+    raise TaskConfigError(
+        f"{task.root}: field 'install': {state} does not install ({why}{hint}); "
+        f"pip's last lines:\n{last}")
 
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
@@ -208,13 +281,54 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
                 raise TaskConfigError(
                     f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
             state = "the base repo" if patch is None else "the reference patch"
+            if task.config.install:
+                install_at_baseline(sb, task, state)
             for _ in range(runs):
                 touched = [] if patch is None else list(parse_patch(
                     patch.decode("utf-8", "replace")).files)
                 for run in (run_public(sb, task, task.config.timeouts.per_suite, touched),
                             run_hidden(sb, task, task.config.timeouts.per_suite, touched)):
                     _check_baseline_run(task, run, state)
+                    if run.suite == "hidden" and (patch is not None
+                                                  or task.reference_patch is None):
+                        _check_collected(task, run, state)
                     out[run.suite].append(run.outcomes)
         return out
 
     return run_suites
+
+
+def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
+    """``record_reach()`` for :func:`proctor.suites.baseline.load_or_compute_baseline`: in a
+    fresh sandbox of the base repo (installed first with ``install = true``, as the scored
+    runs are), one run of each suite recording which tests enter which functions (suite ->
+    :class:`~proctor.suites.reach.ReachMap`, None for a suite whose run was not clean: a
+    tampering finding or tripwire, which the base repo's own code cannot cause, leaves no
+    map to trust)."""
+
+    def record_reach() -> dict[str, ReachMap | None]:
+        sb, _ = open_patched_sandbox(task, image, None, limits, backend=backend)
+        with sb:
+            if task.config.install:
+                install_at_baseline(sb, task, "the base repo")
+            per_suite = task.config.timeouts.per_suite
+            runs = (run_public(sb, task, per_suite, [], record_reach=True),
+                    run_hidden(sb, task, per_suite, [], record_reach=True))
+        return {r.suite: None if r.tampered or r.tripwire else r.reach for r in runs}
+
+    return record_reach
+
+
+def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits(),
+                  backend: str = "docker", refresh: bool = False) -> Baseline:
+    """The task's baseline on the sandbox environment ``image`` (id ``image_id``): cached,
+    else computed (:func:`baseline_runner`, :func:`reach_recorder`) and cached. The one way
+    every caller (scoring, batches, ``proctor task check``) gets it, so each computes the
+    same thing.
+
+    Raises:
+        TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test, ...).
+        InfraError: a baseline sandbox failed.
+    """
+    return load_or_compute_baseline(task, image_id, baseline_runner(task, image, limits, backend),
+                                    refresh, reach_recorder(task, image, limits, backend))

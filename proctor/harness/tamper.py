@@ -28,6 +28,7 @@ from proctor.errors import InfraError
 from proctor.harness import suspicious_code, tamper_tests
 from proctor.harness.forbidden import fold
 from proctor.harness.integrity import PatchSummary
+from proctor.harness.patched_text import patched_texts
 from proctor.harness.pyproject_rules import is_pyproject, judge_pyproject
 from proctor.harness.task import Task
 from proctor.sandbox.base import Sandbox
@@ -149,14 +150,17 @@ def pristine_text(repo: Path, path: str) -> str | None:
 
 
 def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: PatchedTree,
-                 before_text, public: list[str]) -> TamperVerdict:
+                 before_text, public: list[str],
+                 texts_judged: TextVerdict | None = None) -> TamperVerdict:
     """The tamper verdict of one applied patch (pure given ``before_text``: path -> pristine
     text or None).
 
     Violations: a changed path the integrity phase did not list; a guarded
     ``pyproject.toml`` section changed (judged on the real text); suspicious code of
     severity ``violation``. Indicators: ``tests_weakened``, ``reference_data_altered``,
-    ``suspicious_code`` (see their modules), only when non-zero.
+    ``suspicious_code`` (see their modules), only when non-zero. ``texts_judged``: the
+    :func:`judge_texts` of texts predicted before the tree was read; used only when they
+    are the texts the tree holds (else they are judged here).
     """
     violations: list[str] = []
     listed = {fold(p) for p in summary.files}
@@ -166,25 +170,56 @@ def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: Pat
         if fold(path) not in listed:
             violations.append(f"{path}: changed by git apply but not listed by the integrity "
                               "phase (post-apply tree check)")
+    after = after_texts(tree)
+    if texts_judged is None or texts_judged.texts != after:
+        texts_judged = judge_texts(summary, before_hashes, after, before_text, public)
+    return TamperVerdict(violations=violations + texts_judged.violations,
+                         indicators=texts_judged.indicators, findings=texts_judged.findings)
+
+
+def after_texts(tree: PatchedTree) -> dict[str, str | None]:
+    """The touched files' patched texts that exist after the patch (None: not UTF-8)."""
+    return {p: t for p, t in tree.texts.items() if p in tree.hashes}
+
+
+@dataclass(frozen=True)
+class TextVerdict:
+    """What :func:`judge_texts` found in ``texts`` (path -> patched text of the touched
+    ``.py`` / ``pyproject.toml`` files that exist after the patch)."""
+
+    texts: dict[str, str | None]
+    violations: list[str]
+    indicators: dict[str, float]
+    findings: list[dict]
+
+
+def judge_texts(summary: PatchSummary, before_hashes: dict[str, str],
+                after: dict[str, str | None], before_text, public: list[str]) -> TextVerdict:
+    """The part of the tamper verdict read from the touched files' texts (pure given
+    ``before_text``): pyproject sections, tests weakened, reference data altered,
+    suspicious code. It costs a parse of every touched file (a tenth of a second or more
+    for a large module), so the executor runs it on the texts the host predicts while the
+    sandbox is made (:func:`predicted_texts`), and :func:`judge_tamper` keeps it when the
+    tree holds those very texts."""
+    violations: list[str] = []
     touched = [(t.path, t.kind) for t in summary.touched]
-    exists_after = {p for p in tree.hashes}
     for path in sorted({p for p, _ in touched if is_pyproject(p)}):
-        after = tree.texts.get(path) if path in exists_after else None
-        if path in exists_after and after is None:
+        text = after.get(path)
+        if path in after and text is None:
             violations.append(f"{path}: patched pyproject.toml is not UTF-8 text")
             continue
-        for why in judge_pyproject(before_text(path), after):
+        for why in judge_pyproject(before_text(path), text):
             violations.append(f"{path}: {why}")
 
     pristine_tests = {p: before_text(p) for p, _ in touched
-                      if tamper_tests.is_test_module(p) and before_hashes.get(p)}
-    after_texts = {p: t for p, t in tree.texts.items() if p in exists_after}
-    findings = tamper_tests.scan_test_changes(touched, pristine_tests, after_texts, public)
+                      if (tamper_tests.is_test_module(p) or tamper_tests.in_test_dir(p)
+                          and p.endswith(".py")) and before_hashes.get(p)}
+    findings = tamper_tests.scan_test_changes(touched, pristine_tests, after, public)
     added_lines = {p: (None if before_hashes.get(p) is None
                        else summary.added_line_numbers.get(p, []))
-                   for p in after_texts if p.endswith(".py")}
+                   for p in after if p.endswith(".py")}
     code = suspicious_code.scan_patch(
-        {p: t for p, t in after_texts.items() if p.endswith(".py")}, added_lines, public,
+        {p: t for p, t in after.items() if p.endswith(".py")}, added_lines, public,
         {p: before_text(p) for p in added_lines if before_hashes.get(p)})
     violations += [f"{f.path}:{f.line}: {f.kind} ({f.detail})"
                    for f in suspicious_code.violations(code)]
@@ -192,19 +227,35 @@ def judge_tamper(summary: PatchSummary, before_hashes: dict[str, str], tree: Pat
     indicators["suspicious_code"] = suspicious_code.penalty_indicator(code)
     severity = {k: "penalty" for k in tamper_tests.WEAKENED_KINDS | tamper_tests.DATA_KINDS}
     severity |= suspicious_code.SEVERITY
-    return TamperVerdict(
-        violations=violations,
+    return TextVerdict(
+        texts=dict(after), violations=violations,
         indicators={k: v for k, v in indicators.items() if v},
         findings=[f.as_dict() | {"severity": severity.get(f.kind, "info")}
-                  for f in findings + code],
-    )
+                  for f in findings + code])
+
+
+def predicted_texts(summary: PatchSummary, patch_text: str, repo: Path
+                    ) -> dict[str, str | None] | None:
+    """What :func:`after_texts` should read once ``git apply`` wrote the patch, computed on
+    the host from the pristine ``repo``; None when the host cannot tell (a hunk that does
+    not apply as written, a file git may treat otherwise): then only the tree is judged."""
+    wanted = wanted_texts(summary)
+    try:
+        texts = patched_texts(patch_text, {p: pristine_text(repo, p) for p in wanted})
+    except Exception:  # noqa: BLE001 - a patch the host cannot read: judged from the tree
+        return None
+    if set(texts) != set(wanted) or any(t is None for t in texts.values()):
+        return None
+    return texts
 
 
 def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSummary,
                          timeout: float = 60, printed: str | None = None,
-                         cut: bool = False) -> TamperVerdict:
+                         cut: bool = False, texts_judged: TextVerdict | None = None
+                         ) -> TamperVerdict:
     """Shell: read the patched tree (``printed``, ``cut``: see :func:`read_patched_tree`)
-    and judge it against ``task.repo``."""
+    and judge it against ``task.repo`` (``texts_judged``: see :func:`judge_tamper`)."""
     tree = read_patched_tree(sb, repo, summary, timeout, printed, cut)
     return judge_tamper(summary, pristine_hashes(task.repo, task.fingerprint), tree,
-                        lambda p: pristine_text(task.repo, p), task.config.tests.public)
+                        lambda p: pristine_text(task.repo, p), task.config.tests.public,
+                        texts_judged)

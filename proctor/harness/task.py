@@ -8,8 +8,11 @@ Example ``task.toml``::
 
     id = "toolz-get"
     sources = ["toolz"]              # source paths inside repo/ (mutation, static analysis)
+    pythonpath = ["src"]             # repo dirs put on sys.path after the repo (src layout)
+    hidden_at_upstream_path = false  # true: hidden tests run inside the repo at their paths
     requirements = ["six==1.16.0"]   # the tests' Python requirements (pip lines, no options)
     requirements_file = "requirements.txt"   # more of them, in the task dir (not repo/)
+    install = true   # pip-install repo/ (offline) before the tests: see below
     forbidden = ["docs/secret/**"]   # extra forbidden patterns, added to the defaults
 
     [tests]
@@ -53,6 +56,19 @@ Example ``task.toml``::
     killers = ["trusted"]     # or ["trusted", "agent"]: the patch's own tests may kill too
     timeout_s = 120           # budget of the whole step, seconds
     seed = 0                  # seed of the sample
+
+``install`` (default false): for a project whose tests need it installed (an
+``importlib.metadata`` version lookup, an entry point). Every sandbox that runs tests (the
+baseline's and each patch's two) first runs ``pip install --no-index --no-deps
+--no-build-isolation --target /work/.proctor-site`` of a copy of ``repo/`` as the sandbox
+user, after the patch is applied and before the pristine public tests are put back
+(:mod:`proctor.harness.install`); the runners put that directory on ``sys.path`` after the
+repo and ``pythonpath``. The build backend of ``repo/pyproject.toml`` ``[build-system]``
+(setuptools when there is none) and what it needs must be in the image or ``requirements``:
+the image's setuptools 66.1.1 needs ``wheel`` there. A base repo or reference patch that
+does not build is a TaskConfigError; a patch that breaks the build fails its suites (reason
+and note ``install_failed``, pip's output in evidence ``install``); a patch whose build code
+writes into the repo is an integrity violation.
 """
 
 from __future__ import annotations
@@ -63,9 +79,17 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+)
 
 from proctor.errors import TaskConfigError
+from proctor.harness.install import SITE_DIR
 from proctor.rewards.weights import Weights
 from proctor.sandbox.base import Limits
 
@@ -200,6 +224,7 @@ class TaskConfig(BaseModel):
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
+    install: StrictBool = False  # pip-install repo/ before the tests (module docstring)
     sources: list[str] = Field(min_length=1)
     forbidden: list[str] = []
     tests: TestsConfig
@@ -211,6 +236,20 @@ class TaskConfig(BaseModel):
     mutation: MutationConfig = MutationConfig()
     requirements: list[str] = []
     requirements_file: str | None = None
+    #: Repo-relative directories put on ``sys.path`` after the repository root, in this
+    #: order, for every suite, the baseline and mutation (pytest's ``pythonpath`` ini
+    #: option; a src layout needs ``["src"]``). Checked by :func:`load_task`.
+    pythonpath: list[str] = []
+    #: True: the hidden tests run where upstream has them, placed into the patched
+    #: repository at their paths (``hidden/tests/test_x.py`` at ``tests/test_x.py``) with
+    #: the repository as the rootdir, so they import their own package (``from . import
+    #: helper``), the visible test directory's helper modules (``from common import x``)
+    #: and are governed by the visible ``conftest.py`` files
+    #: (:func:`proctor.harness.workspace.plan_hidden_upstream`). Needs a backend that can
+    #: make files root-owned: the Docker sandbox (the ``local`` one refuses the task with a
+    #: TaskConfigError). False: they run from a fresh directory under ``/proctor`` of
+    #: their own, as their own rootdir.
+    hidden_at_upstream_path: bool = False
 
     def effective_weights(self) -> Weights:
         """The weights the reward uses. With a benchmark, ``performance`` gets its weight
@@ -233,6 +272,20 @@ class TaskConfig(BaseModel):
     @classmethod
     def _relative(cls, v: list[str]) -> list[str]:
         return [_repo_relative(x) for x in v]
+
+    @field_validator("pythonpath")
+    @classmethod
+    def _path_dirs(cls, v: list[str]) -> list[str]:
+        out = []
+        for x in v:
+            if ":" in x:
+                raise ValueError(f"a sys.path entry cannot hold ':', got {x!r}")
+            if not PurePosixPath(x.replace("\\", "/")).parts:  # the repo: already there
+                continue
+            rel = _repo_relative(x)
+            if rel not in out:
+                out.append(rel)
+        return out
 
 
 class Task(BaseModel):
@@ -266,10 +319,25 @@ class Task(BaseModel):
         b = self.config.benchmark
         return self.root / b.dir if b is not None and b.dir is not None else None
 
+    def pythonpath_in(self, repo: str) -> list[str]:
+        """What the runners put on ``sys.path`` after ``repo`` (the repository's path in the
+        sandbox): the ``pythonpath`` entries as absolute paths under ``repo``, in order,
+        then, with ``install = true``, the install's site directory
+        (:data:`proctor.harness.install.SITE_DIR`)."""
+        return [f"{repo}/{d}" for d in self.config.pythonpath] + (
+            [SITE_DIR] if self.config.install else [])
+
     @cached_property
     def hidden_files(self) -> list[str]:
         """Repo-relative paths of the hidden test files (their upstream location)."""
         return sorted(p.relative_to(self.hidden).as_posix() for p in _files(self.hidden))
+
+    @cached_property
+    def hidden_only_files(self) -> list[str]:
+        """The :attr:`hidden_files` with no file at the same path in ``repo/``: the paths a
+        patch may not touch (forbidden as "hidden test file"). A hidden file at the path of
+        a visible one replaces it in the hidden run; the visible file stays editable."""
+        return [h for h in self.hidden_files if not (self.repo / h).is_file()]
 
     @cached_property
     def requirements(self) -> list[str]:
@@ -311,6 +379,32 @@ def _files(root: Path) -> list[Path]:
 
 def _field_name(loc: tuple) -> str:
     return ".".join(str(x) for x in loc) or "(top level)"
+
+
+def _check_installable(task: Task, toml_path: Path) -> None:
+    """``install = true`` needs something pip can build: ``repo/pyproject.toml`` (valid
+    TOML, a table ``[build-system]`` if any) or ``repo/setup.py``.
+
+    Raises:
+        TaskConfigError: neither exists, or the pyproject cannot say how to build.
+    """
+    pyproject = task.repo / "pyproject.toml"
+    if not pyproject.is_file():
+        if not (task.repo / "setup.py").is_file():
+            raise TaskConfigError(f"{toml_path}: field 'install': repo/ has neither "
+                                  f"pyproject.toml nor setup.py, so pip cannot install it")
+        return
+    try:
+        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskConfigError(f"{toml_path}: field 'install': {pyproject} is not valid "
+                              f"TOML: {exc}") from None
+    build = doc.get("build-system", {})
+    if not isinstance(build, dict) or not isinstance(build.get("requires", []), list) \
+            or not isinstance(build.get("build-backend", ""), str):
+        raise TaskConfigError(f"{toml_path}: field 'install': {pyproject} [build-system] "
+                              f"must be a table with a list 'requires' and a string "
+                              f"'build-backend'")
 
 
 def load_task(path: str | Path) -> Task:
@@ -358,10 +452,35 @@ def load_task(path: str | Path) -> Task:
         raise TaskConfigError(
             f"{toml_path}: field 'benchmark.dir': directory {root / bench.dir} not found"
         )
+    _check_pythonpath(task, toml_path)
     task.requirements  # noqa: B018 - validates requirements_file now, not mid-run
+    if config.install:
+        _check_installable(task, toml_path)
     for rel in config.tests.public:
         if not (task.repo / rel).exists():
             raise TaskConfigError(
                 f"{toml_path}: field 'tests.public': {rel!r} does not exist in repo/"
             )
     return task
+
+
+def _check_pythonpath(task: Task, toml_path: Path) -> None:
+    """Each ``pythonpath`` entry must be a directory inside ``repo/`` (after symlinks).
+
+    Raises:
+        TaskConfigError: naming the entry, when it is missing, not a directory, or resolves
+            outside ``repo/``.
+    """
+    repo = task.repo.resolve()
+    for rel in task.config.pythonpath:
+        where = task.repo / rel
+        if not where.exists():
+            raise TaskConfigError(f"{toml_path}: field 'pythonpath': {rel!r} does not exist "
+                                  f"in repo/")
+        real = where.resolve()
+        if real != repo and repo not in real.parents:
+            raise TaskConfigError(f"{toml_path}: field 'pythonpath': {rel!r} resolves to "
+                                  f"{real}, outside repo/")
+        if not real.is_dir():
+            raise TaskConfigError(f"{toml_path}: field 'pythonpath': {rel!r} is not a "
+                                  f"directory")

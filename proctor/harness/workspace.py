@@ -1,5 +1,6 @@
 """The repository inside the sandbox: fresh single-commit copy, patch application,
-pristine public tests, hidden tests at a path the patch cannot know.
+pristine public tests, hidden tests placed at their upstream paths once the patch's code
+is gone, where the code under test cannot change them.
 
 Everything here talks to a :class:`~proctor.sandbox.base.Sandbox`; nothing decides a reward.
 """
@@ -16,12 +17,13 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from proctor.errors import InfraError
-from proctor.harness.hidden_names import rename_hidden_tree
+from proctor.harness.hidden_names import TEST_MODULE_PATTERNS, rename_hidden_tree
 from proctor.harness.tamper import tree_report_argv
 from proctor.harness.task import Task
 from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
@@ -288,14 +290,36 @@ def check_restored(res: ExecResult | None) -> None:
 
 @dataclass(frozen=True)
 class HiddenPlacement:
-    """Where the hidden tests went: ``root`` (the hidden run's rootdir), ``targets`` (pytest
-    arguments relative to ``root``: ``Task.hidden_files`` without the helpers, which the
-    tests import rather than pytest collects) and ``renamed`` (helper name -> the random
-    name it has in this run, see :mod:`proctor.harness.hidden_names`)."""
+    """Where the hidden tests went: ``root`` (the hidden run's rootdir: a fresh directory
+    under ``/proctor`` of :func:`plan_hidden_tests`, or the repository, as upstream runs
+    them, for :func:`plan_hidden_upstream`), ``targets`` (pytest arguments relative to
+    ``root``: the hidden files without the helpers, which the tests import rather than
+    pytest collects; upstream: only the test modules, ``test_*.py`` / ``*_test.py``),
+    ``renamed`` (helper name -> the random name it has in this run, see
+    :mod:`proctor.harness.hidden_names`). Upstream placement only (empty otherwise):
+    ``files`` (the repo-relative paths placed, sorted), ``locked`` (the repo-relative
+    directories that directly hold a placed file), ``chain`` (every directory from
+    ``/work`` down to a locked one, absolute, parents first), ``state`` (a fresh token
+    naming the placement's scratch directories under ``/work``), ``shadows``
+    (repo-relative paths that would shadow a hidden module: :func:`_shadow_candidates`)
+    and ``conftests`` (the conftests written root-owned on the way: :func:`_chain_conftests`)."""
 
     root: str
     targets: list[str]
     renamed: dict[str, str]
+    files: tuple[str, ...] = ()
+    locked: tuple[str, ...] = ()
+    chain: tuple[str, ...] = ()
+    state: str = ""
+    shadows: tuple[str, ...] = ()
+    conftests: dict[str, bytes] = field(default_factory=dict)
+
+
+def visible_packages(task: Task, paths: list[str]) -> set[str]:
+    """The repo-relative ancestor directories of ``paths`` that hold an ``__init__.py`` in
+    the task's (visible) repository."""
+    dirs = {str(p) for rel in paths for p in PurePosixPath(rel).parents} - {"."}
+    return {d for d in dirs if (task.repo / d / "__init__.py").is_file()}
 
 
 def plan_hidden_tests(task: Task,
@@ -323,6 +347,364 @@ def plan_hidden_tests(task: Task,
                if rel not in tree.helper_paths]
     out = tree.files if transform is None else transform(tree.files)
     return HiddenPlacement(root, targets, tree.names), out
+
+
+
+def plan_hidden_upstream(task: Task,
+                         transform: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None,
+                         ) -> tuple[HiddenPlacement, dict[str, bytes]]:
+    """Where the hidden tests go and what: (placement, files: repo-relative path -> bytes)
+    for :func:`place_hidden_tests`, which puts them into the patched repository at their
+    upstream paths (``hidden/tests/test_x.py`` at ``tests/test_x.py``), root-owned and
+    read-only, only after the patch is applied and after every process of the sandbox
+    user was killed (:func:`kill_user_processes`; a fresh sandbox has none). The run's
+    rootdir is the repository: the tests import their own package (``from . import x``,
+    ``from tests import x``), the visible test directory's helper modules, and are governed
+    by the visible ``conftest.py`` files, as upstream.
+
+    Every helper module or package in an import root (see
+    :mod:`~proctor.harness.hidden_names`, with the visible tree's ``__init__.py`` files
+    counted) that no visible path occupies gets a fresh random name and the hidden files'
+    imports of it are rewritten; test modules keep their paths, so test ids are upstream's
+    (``tests/test_x.py::test_a``). ``transform`` (relative path -> content, in and out) may
+    then change the files, e.g. to hide a tripwire among them (it must keep every path).
+    Nothing is put here.
+
+    The tasks that set ``hidden_at_upstream_path`` only; the others:
+    :func:`plan_hidden_tests`.
+
+    Raises InfraError when a hidden file cannot be read on the host."""
+    try:
+        files = {rel: (task.hidden / rel).read_bytes() for rel in task.hidden_files
+                 if not rel.endswith((".pyc", ".pyo"))}  # as tar_of_tree leaves them out
+    except OSError as exc:
+        raise InfraError(f"cannot read the hidden tests: {exc}") from exc
+    visible = _visible_near(task, files)
+    tree = rename_hidden_tree(files, f"_p{secrets.token_hex(6)}",
+                              visible_packages(task, list(files)), visible)
+    targets = [tree.paths[rel] for rel in task.hidden_files if rel in tree.paths
+               and rel not in tree.helper_paths
+               and _is_test_module(PurePosixPath(tree.paths[rel]).name)]
+    out = tree.files if transform is None else transform(tree.files)
+    locked = sorted({str(PurePosixPath(rel).parent) for rel in out})
+    chain: list[str] = ["/work", REPO]
+    for d in locked:
+        parts = PurePosixPath(d).parts if d != "." else ()
+        for i in range(1, len(parts) + 1):
+            where = f"{REPO}/{'/'.join(parts[:i])}"
+            if where not in chain:
+                chain.append(where)
+    shadows = sorted(_shadow_candidates(task, out))
+    conftests = _chain_conftests(task, chain, out)
+    return HiddenPlacement(REPO, targets, tree.names, tuple(sorted(out)), tuple(locked),
+                           tuple(chain), secrets.token_hex(8), tuple(shadows),
+                           conftests), out
+
+
+def _chain_conftests(task: Task, chain: list[str], hidden: dict[str, bytes],
+                     ) -> dict[str, bytes]:
+    """Repo-relative ``conftest.py`` of every chain directory under the repository that no
+    hidden file provides -> its bytes in the task's ``repo/`` (patches may not touch a
+    conftest, so these are the patched tree's), or empty where the task has none.
+
+    Raises InfraError when one cannot be read on the host."""
+    out: dict[str, bytes] = {}
+    for d in chain:
+        if d != REPO and not d.startswith(REPO + "/"):
+            continue
+        rel = "conftest.py" if d == REPO else f"{d[len(REPO) + 1:]}/conftest.py"
+        if rel in hidden:
+            continue
+        host = task.repo / rel
+        try:
+            out[rel] = host.read_bytes() if host.is_file() and not host.is_symlink() else b""
+        except OSError as exc:
+            raise InfraError(f"cannot read {host}: {exc}") from exc
+    return out
+
+
+def _shadow_candidates(task: Task, files: dict[str, bytes]) -> set[str]:
+    """Repo-relative directories the import system would prefer to a hidden module
+    ``d/name.py``: a package ``d/name/`` (one the visible repository does not have, so a
+    patch's), for :func:`place_hidden_tests` to move aside. Extension modules next to it
+    (``d/name.*.so``) are matched by the placement itself."""
+    out = set()
+    hidden_dirs = {str(p) for rel in files for p in PurePosixPath(rel).parents}
+    for rel in files:
+        p = PurePosixPath(rel)
+        if p.suffix != ".py" or p.name == "__init__.py":
+            continue
+        cand = str(p.with_suffix(""))
+        if cand not in hidden_dirs and not (task.repo / cand).exists():
+            out.add(cand)
+    return out
+
+
+def _is_test_module(name: str) -> bool:
+    return any(fnmatch(name, pat) for pat in TEST_MODULE_PATTERNS)
+
+
+def _visible_near(task: Task, files: dict[str, bytes]) -> list[str]:
+    """Repo-relative paths of the visible repository that sit in a directory holding a
+    hidden file (and, for a directory there, anything under it): what a hidden helper's
+    name could collide with."""
+    out: list[str] = []
+    for d in sorted({str(PurePosixPath(rel).parent) for rel in files}):
+        base = task.repo if d == "." else task.repo / d
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            rel = entry.name if d == "." else f"{d}/{entry.name}"
+            out.append(f"{rel}/x" if entry.is_dir() else rel)
+    return out
+
+
+#: Mode of a directory on the way to the hidden files (the repo, ...): root's,
+#: world-writable with the sticky bit: the sandbox user still creates, changes and removes
+#: its own entries there, but cannot rename or remove the root-owned directory that
+#: leads to the hidden files (``/work`` itself is a root-owned 1777 tmpfs in the Docker
+#: sandbox).
+CHAIN_MODE = 0o1777
+#: Mode of a directory that directly holds a hidden file: root's, not writable by the
+#: sandbox user, so nothing can be added next to the hidden modules (a ``name/__init__.py``
+#: package or a ``name.*.so`` extension that the import system would prefer to
+#: ``name.py``, a ``__pycache__`` with forged bytecode), nothing renamed or removed.
+LOCKED_MODE = 0o755
+
+# The placement alternates between the sandbox user (who owns the repository's entries
+# and may move them) and root (who, without capabilities, cannot chown, but owns what it
+# makes): the user moves the repository aside, root makes the directories on the way to
+# the hidden files anew (its own), the user moves every other entry back into them, root
+# adds conftests and the hidden files. Nothing else runs meanwhile: a fresh sandbox, or
+# one whose user processes were killed. Each script: python3 -I -S -c, JSON on argv[1].
+_U1 = r"""
+import json, os, stat, sys
+a = json.loads(sys.argv[1])
+modes = {}
+for d in a["chain"]:
+    st = os.lstat(d) if os.path.lexists(d) else None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        modes[d] = stat.S_IMODE(st.st_mode)
+os.rename(a["repo"], a["stage"])
+print(json.dumps(modes))
+"""
+
+_R1 = r"""
+import json, os, sys
+a = json.loads(sys.argv[1])
+for d in a["chain"]:
+    os.mkdir(d)
+    os.chmod(d, 0o1777)
+"""
+
+_U2 = r"""
+import json, os, shutil, sys
+a = json.loads(sys.argv[1])
+repo, stage, aside = a["repo"], a["stage"], a["aside"]
+chain, locked = set(a["chain"]), set(a["locked"])
+keep_out = set(a["hidden"]) | set(a["shadows"])
+stems = {}
+for f in a["hidden"]:
+    if f.endswith(".py"):
+        stems.setdefault(os.path.dirname(f), set()).add(os.path.basename(f)[:-3])
+moved = []
+def put_aside(src, rel):
+    dst = aside + rel
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    os.rename(src, dst)
+    moved.append(rel)
+os.mkdir(aside)
+for d in a["chain"]:
+    rel = d[len(repo):]
+    s = stage + rel
+    if not os.path.lexists(s):
+        continue
+    if os.path.islink(s) or not os.path.isdir(s):
+        put_aside(s, rel)
+        continue
+    for name in sorted(os.listdir(s)):
+        t, e = f"{d}/{name}", f"{s}/{name}"
+        if t in chain:
+            continue
+        if name == "__pycache__" and d in locked:
+            shutil.rmtree(e, ignore_errors=True)
+            continue
+        so = any(name.startswith(stem + ".") and name.endswith(".so")
+                 for stem in stems.get(d, ()))
+        if name == "conftest.py" or t in keep_out or so:
+            put_aside(e, f"{rel}/{name}")
+        else:
+            os.rename(e, t)
+for d in sorted(a["chain"], key=len, reverse=True):
+    s = stage + d[len(repo):]
+    if os.path.isdir(s) and not os.path.islink(s):
+        os.rmdir(s)
+print(json.dumps(moved))
+"""
+
+_R2 = r"""
+import io, json, os, sys, tarfile
+a = json.loads(sys.argv[1])
+repo = a["repo"]
+def write(path, data):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o444)
+with tarfile.open(fileobj=io.BytesIO(sys.stdin.buffer.read())) as tar:
+    for info in tar.getmembers():
+        write(f"{repo}/{info.name}", tar.extractfile(info).read())
+for d in a["locked"]:
+    os.chmod(d, 0o755)
+"""
+
+_R3 = r"""
+import json, os, sys
+a = json.loads(sys.argv[1])
+for f in a["hidden"]:
+    if os.path.lexists(f):
+        os.unlink(f)
+for d in a["chain"]:
+    c = f"{d}/conftest.py"
+    if os.path.lexists(c) and os.lstat(c).st_uid == 0:
+        os.unlink(c)
+    os.chmod(d, 0o1777)
+"""
+
+_U3 = r"""
+import json, os, sys
+a = json.loads(sys.argv[1])
+repo, back, aside = a["repo"], a["back"], a["aside"]
+chain, modes = set(a["chain"]), a["modes"]
+os.mkdir(back)
+for d in a["chain"]:
+    if d not in modes:
+        continue
+    b = back + d[len(repo):]
+    if d != repo:
+        os.mkdir(b)
+    for name in sorted(os.listdir(d)):
+        t = f"{d}/{name}"
+        if t not in chain:
+            os.rename(t, f"{b}/{name}")
+for rel in reversed(a["moved"]):
+    dst = back + rel
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    os.rename(aside + rel, dst)
+for root, dirs, files in os.walk(aside, topdown=False):
+    os.rmdir(root)
+for d, mode in modes.items():
+    os.chmod(back + d[len(repo):], mode)
+"""
+
+_R4 = r"""
+import json, os, sys
+a = json.loads(sys.argv[1])
+for d in sorted(a["chain"], key=len, reverse=True):
+    os.rmdir(d)
+"""
+
+_U4 = r"""
+import json, os, sys
+a = json.loads(sys.argv[1])
+os.rename(a["back"], a["repo"])
+"""
+
+
+@dataclass
+class PlacedHidden:
+    """What :func:`place_hidden_tests` did, for :func:`unplace_hidden_tests` to undo:
+    ``modes`` (chain directory that existed -> its mode), ``moved`` (repo-relative paths,
+    with a leading ``/``, moved into the aside directory)."""
+
+    placement: HiddenPlacement
+    modes: dict[str, int]
+    moved: list[str]
+
+
+def _step(sb: Sandbox, script: str, args: dict, what: str, timeout: float, *,
+          root: bool, stdin: bytes | None = None) -> str:
+    res = sb.run(["python3", "-I", "-S", "-c", script, json.dumps(args)], timeout=timeout,
+                 user="0:0" if root else None, cwd="/", stdin=stdin)
+    if not res.ok:
+        raise InfraError(f"cannot {what} the hidden tests: {res.output[-1000:]}")
+    return res.output
+
+
+def _placement_args(placement: HiddenPlacement) -> dict:
+    chain = [d for d in placement.chain if d == REPO or d.startswith(REPO + "/")]
+    return {"repo": REPO, "chain": chain,
+            "locked": [REPO if d == "." else f"{REPO}/{d}" for d in placement.locked],
+            "hidden": [f"{REPO}/{rel}" for rel in placement.files],
+            "shadows": [f"{REPO}/{rel}" for rel in placement.shadows],
+            "stage": f"/work/.proctor-stage-{placement.state}",
+            "aside": f"/work/.proctor-aside-{placement.state}",
+            "back": f"/work/.proctor-back-{placement.state}"}
+
+
+def place_hidden_tests(sb: Sandbox, placement: HiddenPlacement, files: dict[str, bytes],
+                       timeout: float = 60) -> PlacedHidden:
+    """Put ``files`` (repo-relative path -> bytes, :func:`plan_hidden_upstream`) into the
+    repository at their paths, in four commands alternating the sandbox user and root (see
+    the scripts above; nothing else may run in the sandbox meanwhile):
+
+    * every directory of ``placement.chain`` under ``/work`` (the repo, the directories
+      down to the hidden files) is made anew by root with :data:`CHAIN_MODE` (sticky), the
+      user's entries moved into it, so the sandbox user cannot rename or replace a
+      directory on the way to a hidden file; those that directly hold one get
+      :data:`LOCKED_MODE` and lose their ``__pycache__``;
+    * moved aside instead (into a directory of the user's under ``/work``, back on undo):
+      a visible file at a hidden path (an upstream test file the hidden version replaces),
+      what the import system would load instead of a hidden module ``d/name.py`` (a
+      package ``d/name/`` the visible repository lacks: ``placement.shadows``; an
+      extension ``d/name.*.so``), and every visible ``conftest.py`` on the way;
+    * the hidden files are written root-owned, mode 0444, and every directory of the
+      chain gets a root-owned read-only ``conftest.py`` (``placement.conftests``: the
+      task's own, from the host, else an empty one), so neither a conftest written at run
+      time before the placement nor code run by the tests (conftests import the code
+      under test) can change a conftest pytest loads or add one.
+
+    The code under test (the sandbox user) can then neither change, rename nor unlink a
+    hidden file, nor put anything beside it that the import system would load instead.
+    Other visible files keep their owner: the user may change them as the patch could
+    have. The sandbox must make root-owned files (``ROOT_OWNED_FILES``); ``/work`` must
+    be root's and sticky (the Docker sandbox's tmpfs). Returns what
+    :func:`unplace_hidden_tests` needs. Raises InfraError when a command fails."""
+    if not getattr(sb, "ROOT_OWNED_FILES", True):
+        raise InfraError(f"the {getattr(sb, 'name', '?')} sandbox cannot make the hidden "
+                         "tests root-owned (hidden_at_upstream_path needs --sandbox docker)")
+    args = _placement_args(placement)
+    modes = json.loads(_step(sb, _U1, args, "stage", timeout, root=False) or "{}")
+    _step(sb, _R1, args, "place", timeout, root=True)
+    moved = json.loads(_step(sb, _U2, args, "place", timeout, root=False) or "[]")
+    _step(sb, _R2, args, "place", timeout, root=True,
+          stdin=_hidden_tar({**placement.conftests, **files}))
+    return PlacedHidden(placement, modes, moved)
+
+
+def _hidden_tar(files: dict[str, bytes]) -> bytes:
+    """The hidden files as a tar of regular files, paths relative to the repo."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, data in sorted(files.items()):
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o444, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def unplace_hidden_tests(sb: Sandbox, placed: PlacedHidden, timeout: float = 60) -> None:
+    """Undo :func:`place_hidden_tests` (four commands again): the hidden files and root's
+    conftests go, the directories are the user's again with their modes, what was moved
+    aside comes back, directories made only for the hidden files go; later steps (a
+    public run of the baseline, the benchmark) see the patched repository as before. Call
+    it only after every process of the hidden run is gone (the runner's supervisor kills
+    what the tests left). Raises InfraError when a command fails."""
+    args = {**_placement_args(placed.placement), "modes": placed.modes, "moved": placed.moved}
+    _step(sb, _R3, args, "remove", timeout, root=True)
+    _step(sb, _U3, args, "remove", timeout, root=False)
+    _step(sb, _R4, args, "remove", timeout, root=True)
+    _step(sb, _U4, args, "remove", timeout, root=False)
 
 
 def place_bench_dir(sb: Sandbox, task: Task) -> str | None:

@@ -71,12 +71,21 @@ def resolve_env(backend: str, image: str | None = None,
     raise TaskConfigError(f"unknown sandbox backend {backend!r}")
 
 
-def check_required(backend: str, required: list[str]) -> None:
-    """Refuse a task that requires a limit this backend cannot enforce here.
+def check_required(backend: str, required: list[str], root_owned: bool = False) -> None:
+    """Refuse a task that requires a limit this backend cannot enforce here, or (with
+    ``root_owned``: the task sets ``hidden_at_upstream_path``) files in the sandbox's
+    ``/work`` that the sandbox user cannot change, which a backend without
+    ``ROOT_OWNED_FILES`` cannot make.
 
     Raises:
-        TaskConfigError: names the limit and why it is not enforced.
+        TaskConfigError: names the limit (or the field) and why it is not enforced.
     """
+    if root_owned and not getattr(BACKENDS[backend], "ROOT_OWNED_FILES", True):
+        raise TaskConfigError(
+            f"the task sets 'hidden_at_upstream_path', which needs hidden files in the "
+            f"repository that the sandbox user cannot change; the {backend} sandbox cannot "
+            "make them (root and the sandbox user are one host uid there, so a chown to "
+            "root protects nothing); use --sandbox docker")
     missing = {k: v for k, v in BACKENDS[backend].unenforced_here().items() if k in required}
     if missing:
         name, why = next(iter(missing.items()))

@@ -248,6 +248,10 @@ class LocalSandbox(Sandbox):
         self._venv = str(Path(env).resolve())
         self._fds: dict[str, int] = {}
         self._procs: weakref.WeakSet = weakref.WeakSet()
+        # a run starting in one thread while another closes the sandbox: either the run
+        # starts first (and close kills it) or it sees the sandbox closed. Re-entrant: a
+        # signal handler may close the sandbox in the thread that is starting a run.
+        self._lock = threading.RLock()
         self._root: Path | None = Path(tempfile.mkdtemp(prefix=DIR_PREFIX,
                                                                 dir=sandbox_base()))
         self._uid = HOST_UID if _is_root() else os.getuid()
@@ -258,6 +262,11 @@ class LocalSandbox(Sandbox):
         except BaseException:
             self.close()
             raise
+
+    #: Whether a chown to root inside makes a file in ``/work`` the sandbox user's no more:
+    #: not here (``--uid 0`` and ``--uid 1000`` map to one host uid), so tasks with
+    #: ``hidden_at_upstream_path`` are refused (``backends.check_required``).
+    ROOT_OWNED_FILES = False
 
     @classmethod
     def unenforced_here(cls) -> dict[str, str]:
@@ -348,20 +357,22 @@ class LocalSandbox(Sandbox):
 
     def _popen(self, argv: list[str], *, user, cwd, timeout, env=None, stdin=False,
                stderr=subprocess.STDOUT) -> subprocess.Popen:
-        if self._root is None:
-            raise InfraError("sandbox is closed")
         kwargs = {}
         if _is_root():
             kwargs = dict(user=self._uid, group=self._uid, extra_groups=[])
-        try:
-            proc = subprocess.Popen(
-                self._argv(argv, user=user, cwd=cwd, timeout=timeout),
-                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=stderr, env={**SANDBOX_ENV, **(env or {})},
-                pass_fds=tuple(self._fds.values()), start_new_session=True, cwd="/", **kwargs)
-        except OSError as exc:
-            raise InfraError(f"cannot start bwrap: {exc}") from None
-        self._procs.add(proc)
+        with self._lock:
+            if self._root is None:
+                raise InfraError("sandbox is closed")
+            try:
+                proc = subprocess.Popen(
+                    self._argv(argv, user=user, cwd=cwd, timeout=timeout),
+                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=stderr,
+                    env={**SANDBOX_ENV, **(env or {})}, pass_fds=tuple(self._fds.values()),
+                    start_new_session=True, cwd="/", **kwargs)
+            except OSError as exc:
+                raise InfraError(f"cannot start bwrap: {exc}") from None
+            self._procs.add(proc)
         return proc
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,
@@ -469,9 +480,10 @@ class LocalSandbox(Sandbox):
         return left + [str(p.pid) for p in list(self._procs) if p.poll() is None]
 
     def close(self) -> None:
-        root, self._root = self._root, None
+        with self._lock:
+            root, self._root = self._root, None
         cleanup.untrack(self)
-        for proc in list(self._procs):  # a run still going (close from a signal handler)
+        for proc in list(self._procs):  # a run still going (another thread's, a signal's)
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)

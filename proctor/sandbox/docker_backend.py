@@ -7,9 +7,9 @@ files: it can neither bypass permissions nor signal the user's processes). The c
 has:
 
 - a read-only root file system; the writable places are sized tmpfs mounts (``WRITABLE``):
-  ``/work`` (the repo, ``Limits.disk_bytes``), ``/tmp`` (``Limits.tmp_bytes``), ``HOME``,
-  ``/proctor`` (root-owned: harness files, hidden tests), ``/proctor/out`` and
-  ``/proctor/in``. tmpfs pages also count against the memory limit;
+  ``/work`` (root's, mode 1777; the repo, ``Limits.disk_bytes``), ``/tmp``
+  (``Limits.tmp_bytes``), ``HOME``, ``/proctor`` (root-owned: harness files, hidden
+  tests), ``/proctor/out`` and ``/proctor/in``. tmpfs pages also count against the memory limit;
 - ``network_mode=none``, memory (swap off), CPU and pids limits, RLIMIT_FSIZE and RLIMIT_CPU,
   ``no-new-privileges``, all capabilities dropped;
 - labels naming Proctor, the run, the owner (host, pid, pid start time) and an expiry time
@@ -88,7 +88,9 @@ def writable_mounts(limits: Limits) -> dict[str, str]:
     """tmpfs mount point -> mount options (sizes in bytes) for ``limits``."""
     user = "uid=1000,gid=1000,mode=0755"
     return {
-        "/work": f"size={limits.disk_bytes},{user}",
+        # root's and sticky: the user makes the repo there, and cannot rename what root
+        # makes (the hidden tests' directories, harness/workspace.place_hidden_tests)
+        "/work": f"size={limits.disk_bytes},uid=0,gid=0,mode=1777",
         "/tmp": f"size={limits.tmp_bytes},mode=1777",
         HOME: f"size={64 * MiB},{user}",
         "/proctor": f"size={64 * MiB},mode=0755",
@@ -126,6 +128,11 @@ class DockerSandbox(Sandbox):
                 binds = {}
                 self._container = self._create(image, ttl_s, binds)
             self.image_id = self._container.attrs.get("Image")  # no extra image lookup
+            # the engine gives a tmpfs over an image directory that directory's mode
+            code, _, err = self._exec_io(["chmod", "1777", "/work"], None, "0:0", 0)
+            if code != 0:
+                self.close()
+                raise InfraError(f"cannot make /work sticky: {err.decode(errors='replace')}")
             for inside, host in (mounts or {}).items():
                 if inside not in binds:  # the engine cannot see our files: copy them
                     self.put_tree(inside, Path(host), read_only=True)

@@ -19,13 +19,15 @@ from proctor.errors import TaskConfigError
 from proctor.harness.file_lock import file_lock
 from proctor.harness.task import Task
 from proctor.record import SuiteTests
+from proctor.suites.pytest_runner import harness_digest
+from proctor.suites.reach import ReachMap
 from proctor.version import __version__
 
 SUITES = ("public", "hidden")
 #: Bumped whenever classification or the stored shape changes: part of the cache key.
 #: "4": a suite goes on after a hung or fatal test in new sessions, a module that fails to
-#: collect fails alone, and a failed subtest fails its test.
-BASELINE_FORMAT = "4"
+#: collect fails alone, and a failed subtest fails its test. "5": the reach maps.
+BASELINE_FORMAT = "5"
 
 
 class SuiteBaseline(BaseModel):
@@ -47,6 +49,9 @@ class Baseline(BaseModel):
     runs: int
     has_reference: bool
     suites: dict[str, SuiteBaseline]
+    #: suite -> which tests entered which functions on the base repo (one extra run each;
+    #: :mod:`proctor.suites.reach`), or None when it could not be recorded
+    reach: dict[str, ReachMap] | None = None
 
     @property
     def expected_ids(self) -> dict[str, list[str]]:
@@ -106,6 +111,32 @@ def validate(suites: dict[str, SuiteBaseline], has_reference: bool) -> None:
         raise TaskConfigError(f"task has no FAIL_TO_PASS test: {why}")
 
 
+def check_sources_reached(task: Task, reach: dict[str, ReachMap | None] | None) -> None:
+    """With ``install = true``, the tests must run the repository's copy of the sources:
+    mutation writes its mutants there. When the base repo's reach maps (complete for both
+    suites) show no test entering any function under ``sources``, the tests import the
+    installed copy instead (a ``src/`` layout whose source root is not in ``pythonpath``),
+    and every mutant would go unseen.
+
+    Raises:
+        TaskConfigError: names the fields to fix.
+    """
+    if not task.config.install or not reach or not all(reach.get(s) for s in SUITES):
+        return
+    roots = [r.rstrip("/") for r in task.config.sources]
+    for m in reach.values():
+        for key in m.reach:
+            path = key.partition("::")[0]
+            if any(path == r or path.startswith(r + "/") for r in roots):
+                return
+    raise TaskConfigError(
+        f"{task.root}: field 'install': no test entered a function under sources "
+        f"{task.config.sources} on the base repo, so the tests import the installed copy and "
+        "mutation (which mutates the repository's files) could never see a mutant; put the "
+        "source root on the path first with 'pythonpath' (e.g. pythonpath = [\"src\"] for a "
+        "src layout)")
+
+
 def cache_dir() -> Path:
     """``$PROCTOR_CACHE_DIR`` or ``~/.cache/proctor``."""
     return Path(os.environ.get("PROCTOR_CACHE_DIR") or Path.home() / ".cache" / "proctor")
@@ -113,21 +144,26 @@ def cache_dir() -> Path:
 
 def baseline_key(task: Task, image_id: str) -> str:
     """Content address: task fingerprint + image id + Proctor version + baseline format +
-    number of runs."""
+    number of runs + the in-sandbox harness's digest (a changed runner measures anew)."""
     parts = [task.fingerprint, image_id, __version__, BASELINE_FORMAT,
-             str(task.config.baseline.runs)]
+             str(task.config.baseline.runs), harness_digest()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 RunSuites = Callable[[bytes | None, int], dict[str, list[dict[str, str]]]]
+RecordReach = Callable[[], dict[str, ReachMap | None]]
 
 
 def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
-                             refresh: bool = False) -> Baseline:
+                             refresh: bool = False, record_reach: RecordReach | None = None
+                             ) -> Baseline:
     """Return the cached baseline of ``task`` on ``image_id`` or compute and cache it.
 
     ``run_suites(patch_or_None, runs)`` runs every suite ``runs`` times on the base repo
     (None) or with the given patch and returns suite -> list of outcome dicts.
+    ``record_reach()``: one run of every suite on the base repo recording which tests
+    enter which functions (suite -> map, None where it could not), after the rest (None:
+    not recorded).
 
     Raises:
         TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
@@ -141,11 +177,12 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
     with file_lock(path.with_suffix(".lock")):
         if path.is_file() and not refresh:
             return Baseline.model_validate_json(path.read_text())
-        return _compute_baseline(task, image_id, key, path, run_suites)
+        return _compute_baseline(task, image_id, key, path, run_suites, record_reach)
 
 
 def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
-                      run_suites: RunSuites) -> Baseline:
+                      run_suites: RunSuites, record_reach: RecordReach | None = None
+                      ) -> Baseline:
     runs = task.config.baseline.runs
     base = run_suites(None, runs)
     ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None
@@ -153,9 +190,12 @@ def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
     known = set(task.config.tests.known_broken)
     suites = {s: classify(base[s], ref[s] if ref else None, known) for s in SUITES}
     validate(suites, ref is not None)
+    reach = record_reach() if record_reach is not None else None
+    check_sources_reached(task, reach)
     baseline = Baseline(key=key, task_id=task.id, proctor_version=__version__,
                         image_id=image_id, runs=runs, has_reference=ref is not None,
-                        suites=suites)
+                        suites=suites,
+                        reach=reach if reach and all(reach.get(s) for s in SUITES) else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:

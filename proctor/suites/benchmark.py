@@ -24,7 +24,7 @@ from proctor.harness.task import BenchmarkConfig
 from proctor.record import Evidence
 from proctor.rewards.components import target_score
 from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, RUNNER_FLAGS
 
 HARNESS_METRICS = ("wall_s", "max_rss_mib")
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -59,10 +59,11 @@ def expand(argv: list[str], *, repo: str, bench_dir: str | None) -> list[str]:
 
 
 def run_benchmark(sb: Sandbox, cfg: BenchmarkConfig, *, repo: str, bench_dir: str | None,
-                  timeout: float) -> BenchmarkResult:
+                  timeout: float, pythonpath: list[str] = ()) -> BenchmarkResult:
     """Run the benchmark ``cfg.repeat`` times and score the median. ``timeout``: seconds
     for all the runs together; each run gets ``cfg.timeout_s`` or what is left of them,
-    whichever is less, and none starts with less than a second left.
+    whichever is less, and none starts with less than a second left. ``pythonpath``:
+    absolute directories on the benchmark's ``PYTHONPATH`` after ``repo``.
 
     Outcomes: a run that times out or exits non-zero scores 0.0 (the patched code failed
     its benchmark: an honest failure of this component); so does running out of
@@ -73,7 +74,8 @@ def run_benchmark(sb: Sandbox, cfg: BenchmarkConfig, *, repo: str, bench_dir: st
         InfraError (from the sandbox) when the container fails.
     """
     argv = expand(cfg.command, repo=repo, bench_dir=bench_dir)
-    wrapper = [PYTHON, "-I", "-B", f"{HARNESS_DIR}/run_bench.py", repo, "--", *argv]
+    wrapper = [PYTHON, *RUNNER_FLAGS, f"{HARNESS_DIR}/run_bench.py", repo, *pythonpath, "--",
+               *argv]
     measured: list[float] = []
     runs: list[dict] = []
     total_s, last_output, command = 0.0, "", " ".join(wrapper)

@@ -36,10 +36,13 @@ class FileChecks:
 
 
 def run_file_checks(sb: Sandbox, repo: str, paths: list[str], *, compile_timeout: float,
-                    static_timeout: float, then: list[Step] = ()) -> FileChecks:
+                    static_timeout: float, then: list[Step] = (),
+                    renamed_from: dict[str, str] | None = None) -> FileChecks:
     """In one sandbox command: snapshot of ``paths`` (changed ``.py`` files, relative to
-    ``repo``), compile check, static analysis (none of the three when ``paths`` is empty),
-    then the ``then`` steps. Each timeout in seconds.
+    ``repo``; ``renamed_from``: new path -> old path of renamed ones, see
+    :func:`~proctor.suites.snapshot.snapshot_step`), compile check, static analysis (none
+    of the three when ``paths`` is empty), then the ``then`` steps. Each timeout in
+    seconds.
 
     Raises:
         InfraError: the sandbox or the snapshot failed, or a checker gave no result (see
@@ -48,7 +51,8 @@ def run_file_checks(sb: Sandbox, repo: str, paths: list[str], *, compile_timeout
     """
     workdir = f"/tmp/proctor-checks-{secrets.token_hex(6)}"  # fresh; gone with the command
     snapshot = f"{workdir}/snapshot"
-    checks = [snapshot_step(repo, paths, snapshot), compile_step(repo, paths, compile_timeout),
+    checks = [snapshot_step(repo, paths, snapshot, renamed_from=renamed_from),
+              compile_step(repo, paths, compile_timeout),
               static_step(snapshot, paths, static_timeout)] if paths else []
     results = run_steps(sb, [*checks, *then], workdir=workdir)
     then_results = {s.name: results[s.name] for s in then}

@@ -149,8 +149,9 @@ class _Pool:
         self.broken_at = 0.0  # time.monotonic() of that failure
 
     def generate(self, files: dict, timeout: float, max_mutants: int | None = None,
-                 seed: int = 0) -> dict | None:
-        request = {"files": files, "max_mutants": max_mutants, "seed": seed}
+                 seed: int = 0, import_roots: list[str] = ()) -> dict | None:
+        request = {"files": files, "max_mutants": max_mutants, "seed": seed,
+                   "import_roots": list(import_roots)}
         server, reused = self._take()
         if server is None:
             return None
@@ -300,10 +301,11 @@ def _pool_for(sb) -> _Pool:
 
 def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
              max_mutants: int | None = None, seed: int = 0,
-             timeout: float = REQUEST_TIMEOUT_S) -> dict | None:
+             timeout: float = REQUEST_TIMEOUT_S, import_roots: list[str] = ()) -> dict | None:
     """Mutants of ``sources`` (repo path -> (patched text, changed line numbers)) made on
     the host with the tools of ``sb``'s image or venv; at most ``max_mutants`` of them,
-    drawn with ``seed`` before rendering (``mutmut_adapter.generate_all``).
+    drawn with ``seed`` before rendering (``mutmut_adapter.generate_all``);
+    ``import_roots``: the task's ``pythonpath`` (repo dirs whose files import without it).
 
     Returns ``{"files": {path: rewritten source}, "mutants": [...], "errors": [...]}``
     exactly as ``mutmut_adapter.py generate`` would have made them in the sandbox, or None
@@ -316,7 +318,8 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
         return None
     try:
         answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
-                                in sources.items()}, timeout, max_mutants, seed)
+                                in sources.items()}, timeout, max_mutants, seed,
+                                    import_roots)
     except Exception:  # noqa: BLE001 - only a shortcut: the sandbox generates
         return None
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):

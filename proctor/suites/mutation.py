@@ -3,7 +3,12 @@
 How a mutant is made, chosen and judged, in order:
 
 1. :func:`changed_source_lines`: the patch's added line numbers, in ``.py`` files under the
-   task's ``sources``, never in test files (public, hidden, ``test_*.py``, ``*_test.py``).
+   task's ``sources``, never in test files (public, hidden, ``test_*.py``, ``*_test.py``);
+   then :func:`changed_code_lines` keeps those whose statement's AST changed
+   (:mod:`proctor.suites.changed_code`: reformatting, comments and moved definitions make
+   no mutants), reading the base from the task's repo and the patched text as the host
+   computes it (:func:`~proctor.harness.patched_text.patched_texts`; a file it cannot
+   compute keeps all its added lines).
 2. A throw-away copy in the sandbox, as root: the pristine repo with the patch applied
    (same ``git apply`` strategy), public test paths restored, hidden tests added, then the
    changed files are rewritten with mutmut's mutants of those lines (``mutmut_adapter.py``,
@@ -16,6 +21,10 @@ How a mutant is made, chosen and judged, in order:
 4. ``mutation_runner.py`` (as the sandbox user): one pytest session over the trusted tests
    (pristine public + hidden, only those that passed in this patched run and are not
    quarantined), a stats pass for durations and coverage, then one forked child per mutant.
+   The stats pass leaves out the tests that cannot reach the changed code (:func:`stats_skip`
+   with the baseline's reach maps, :mod:`proctor.suites.reach`: when the patch changed only
+   bodies of existing functions, a test that entered none of them on the pristine repository
+   cannot enter them now); ``PROCTOR_REACH_SELECTION=0`` runs every trusted test.
    An identity "control" mutant must survive, or the code under test senses mutation.
 5. :func:`score_verdicts`: killed / (killed + survived); timeouts count as killed, mutants
    no killer reaches count as survived, crashes and budget overruns are dropped.
@@ -26,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import random
 import re
 import secrets
@@ -46,7 +56,9 @@ from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
 from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
-from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, SuiteRun
+from proctor.suites.changed_code import changed_functions, changed_lines
+from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, RUNNER_FLAGS, SuiteRun
+from proctor.suites.reach import ReachMap, function_key, unreaching_tests
 
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
 #: Per-mutant timeout = (FACTOR * sum of its covering tests' durations + CONSTANT) * contention.
@@ -92,6 +104,33 @@ def killer_targets(killers: list[str], killer_files: list[str], fallback: list[s
     there: one that fails, hangs or exits at import costs the step nothing (pure)."""
     files = sorted({k.split("::", 1)[0] for k in killers} | set(killer_files))
     return files or list(fallback)
+
+
+def speculative_targets(task: Task, maps: dict[str, ReachMap] | None, skip: set[str],
+                        fallback: list[str]) -> list[str]:
+    """The files the mutation session collects before the killers are known: ``fallback``
+    (every suite's targets and the agent's killer files) when there is no selection
+    (``maps`` None); else the test files holding a test the maps do not leave out
+    (``skip``), every target file the maps do not know (listed on the host: a public
+    target directory's test modules), and the agent's files. In a stable order."""
+    if not maps:
+        return list(fallback)
+    known: set[str] = set()
+    keep: set[str] = set()
+    for m in maps.values():
+        for test_id in m.tests:
+            path = test_id.split("::", 1)[0]
+            known.add(path)
+            if test_id not in skip:
+                keep.add(path)
+    out: set[str] = set()
+    for target in fallback:
+        where = task.repo / target
+        files = ([str(p.relative_to(task.repo)) for p in sorted(where.rglob("*.py"))
+                  if "__pycache__" not in p.parts and is_test_path(p.name, [])]
+                 if where.is_dir() else [target])
+        out |= {f for f in files if f in keep or f not in known}
+    return sorted(out)
 
 
 def trusted_killers(baseline: Baseline, runs: list[SuiteRun]) -> list[str]:
@@ -145,6 +184,91 @@ def changed_source_lines(summary: PatchSummary, sources: list[str], test_paths: 
                 and not is_test_path(path, test_paths)):
             out[path] = sorted(lines)
     return out
+
+
+def changed_code_lines(added: dict[str, list[int]],
+                       texts: dict[str, tuple[str | None, str | None]]
+                       ) -> dict[str, list[int]]:
+    """``{repo path: [line, ...]}``: of ``added`` (:func:`changed_source_lines`), the lines
+    whose statement changed (:func:`proctor.suites.changed_code.changed_lines`), paths
+    left with none dropped. ``texts``: path -> (base text or None for a new file, patched
+    text or None when the host could not compute it: then every added line is kept, as
+    for a path missing from ``texts``). Pure."""
+    out = {}
+    for path, lines in added.items():
+        base, patched = texts.get(path, (None, None))
+        kept = (sorted(changed_lines(base, patched, set(lines))) if patched is not None
+                else list(lines))
+        if kept:
+            out[path] = kept
+    return out
+
+
+def source_texts(task: Task, applied: bytes, paths: list[str]
+                 ) -> dict[str, tuple[str | None, str | None]]:
+    """path -> (pristine text in the task's repo or None when it has none, patched text the
+    host computes from ``applied`` or None when it cannot: a hunk that does not apply as
+    written, a deletion, undecodable bytes). Reads ``task.repo`` only."""
+    pristine: dict[str, str | None] = {}
+    for p in paths:
+        f = task.repo / p
+        try:
+            pristine[p] = (f.read_bytes().decode("utf-8") if f.is_file() and not f.is_symlink()
+                           else None)
+        except (OSError, UnicodeDecodeError):
+            pristine[p] = None
+    try:
+        texts = patched_texts(applied.decode("utf-8"), pristine)
+    except Exception:  # noqa: BLE001 - unreadable patch: every added line is kept
+        texts = {}
+    return {p: (pristine[p], texts.get(p)) for p in paths}
+
+
+def stats_skip(summary: PatchSummary, texts: dict[str, tuple[str | None, str | None]],
+               public: list[str], maps: dict[str, ReachMap] | None
+               ) -> tuple[list[str], str | None]:
+    """(test ids the stats pass may leave out, why it keeps every test or None) (pure).
+
+    The tests that entered none of the functions the patch changed on the pristine
+    repository (:mod:`proctor.suites.reach`), when every change is inside existing function
+    bodies: each touched path is a public test file (restored before the run), a test
+    module the patch added (no trusted test imports it), or a ``.py`` file it modified
+    (not renamed, not a test module) whose :func:`changed_functions` are known, each of
+    them entered by some test of the map. ``texts``: path -> (pristine, patched) text of
+    the touched ``.py`` files (:func:`source_texts`)."""
+    if not maps:
+        return [], "no reach map in the baseline"
+    if os.environ.get("PROCTOR_REACH_SELECTION", "1") == "0":
+        return [], "turned off (PROCTOR_REACH_SELECTION=0)"
+    keys: set[str] = set()
+    for t in summary.touched:
+        if under(t.path, public):
+            continue
+        name = PurePosixPath(t.path).name
+        if (t.kind == "added" and name != "conftest.py"
+                and is_test_path(t.path, [])):
+            continue
+        if t.kind != "modified" or not t.path.endswith(".py") or is_test_path(t.path, []):
+            return [], f"{t.path}: {t.kind}, not a source module's function bodies only"
+        base, patched = texts.get(t.path, (None, None))
+        funcs = (changed_functions(base, patched) if base is not None and patched is not None
+                 else None)
+        if funcs is None:
+            return [], f"{t.path}: code outside function bodies changed"
+        keys |= {function_key(t.path, f) for f in funcs}
+    if not keys:
+        return [], "no function body changed"
+    unreached = sorted(k for k in keys if not any(m.reach.get(k) for m in maps.values()))
+    if unreached:
+        return [], f"no test entered {unreached[0]} on the pristine repository"
+    return unreaching_tests(maps, keys), None
+
+
+def applied_patch(patch: bytes, strategy: str | None) -> tuple[list[str], bytes]:
+    """(``git apply`` flags, patch bytes) of the ``apply_strategy`` that applied ``patch``."""
+    flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
+                            ([], None))
+    return flags, (transform(patch) if transform else patch)
 
 
 def agent_test_files(summary: PatchSummary, test_paths: list[str]) -> list[str]:
@@ -246,7 +370,9 @@ def parse_runner_output(text: str, nonce: str | None = None
 def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
                  summary: PatchSummary, killers: list[str] | Callable[[], list[str]], *,
                  workers: int = 1, cpus: float = 1.0, timeout: float = 120.0,
-                 killers_wait_s: float = 0.0) -> MutationResult:
+                 killers_wait_s: float = 0.0,
+                 reach: dict[str, ReachMap] | None = None,
+                 never_kill: list[str] = ()) -> MutationResult:
     """Measure the mutation score of one applied patch in ``sb`` (see the module docstring).
 
     Args:
@@ -263,67 +389,121 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
             seconds after it starts: the mutant loop's budget is what is left of that once
             the killers are known (less a margin for the runner's session to start and
             report), never more than ``timeout`` less the generation's time.
+        reach: the baseline's reach maps (suite -> :class:`ReachMap`): the stats pass runs
+            only the killers that can reach the changed code (:func:`stats_skip`); None:
+            every killer.
+        never_kill: test ids that may never kill (the baseline's quarantined tests), left
+            out before ``killers`` is known.
 
     Never raises for the patch's faults; InfraError (from the sandbox) when the container
     fails. mutmut failing to start gives ``score=None`` and ``degraded=True``.
     """
     test_paths = [*task.config.tests.public, *task.hidden_files]
-    lines = changed_source_lines(summary, task.config.sources, test_paths)
-    ev = Evidence(command="mutmut (changed lines)", details={"changed_lines": lines})
-    if not lines:
+    added = changed_source_lines(summary, task.config.sources, test_paths)
+    texts = source_texts(task, applied_patch(patch, strategy)[1], sorted(added))
+    lines = changed_code_lines(added, texts)
+    ev = Evidence(command="mutmut (changed lines)",
+                  details={"changed_lines": lines, "added_lines": added})
+    if not added:
         return MutationResult(None, "no source line added or changed in the task's sources",
                               ev)
+    if not lines:
+        return MutationResult(None, "no statement changed on the added source lines "
+                              "(reformatting, comments or moved code only)", ev)
+    touched_py = sorted({t.path for t in summary.touched if t.path.endswith(".py")})
+    selection = stats_skip(summary, source_texts(task, applied_patch(patch, strategy)[1],
+                                                 touched_py),
+                           task.config.tests.public, reach)
     m = f"/proctor/m-{secrets.token_hex(6)}"
     out = f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl"
     t0 = time.monotonic()
-    spec_ready: Future = Future()
-
-    def spec_input():  # the runner's stdin: its spec, once generated and killers known
-        yield json.dumps(spec_ready.result()).encode()
-
+    runner_end = t0 + timeout + killers_wait_s
+    first: Future = Future()
+    second: Future = Future()
+    waited, allowed, result, chosen, generated, targets = 0.0, [], None, [], {}, []
     # The runner starts now (interpreter, pytest, mutmut's trampoline) and blocks on its
-    # stdin while the generation runs as root: the two overlap on the sandbox's CPUs.
-    waited = 0.0
-    runner_end = time.monotonic() + timeout + killers_wait_s
+    # stdin while the generation runs as root: the two overlap on the sandbox's CPUs. Its
+    # first spec comes once the mutants are made: it collects, runs the stats pass and
+    # judges every mutant while the killers are still being decided (the public suite in
+    # the other sandbox); its second brings them (see ``mutation_runner.speculate``).
     with ThreadPoolExecutor(max_workers=1) as pool:
-        runner = pool.submit(sb.run, [PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutation_runner.py",
-                                      "-", out], timeout=timeout + killers_wait_s, cwd="/",
-                             stdin=spec_input())
-        spec: dict = {"abort": "harness error"}
+        runner = pool.submit(_run_runner, sb, out, runner_end, first, second)
         try:
             result, chosen, generated = _generate(sb, task, patch, strategy, summary, lines, m,
-                                                  ev, workers, cpus, timeout)
+                                                  ev, workers, cpus, timeout, texts)
             if result is not None:
-                spec = generated
+                first.set_result(generated)
             else:
+                skip = set(selection[0])
+                targets = generated.pop("targets")
+                first.set_result(generated | {
+                    "killers": None, "killers_later": True, "stats_skip": sorted(skip),
+                    "exclude": sorted(never_kill),
+                    "pytest_args": generated["pytest_args"] + speculative_targets(
+                        task, reach if selection[1] is None else None, skip, targets)})
                 t_wait = time.monotonic()
                 allowed = killers() if callable(killers) else list(killers)
                 waited = time.monotonic() - t_wait
+                ev.details["stats_selection"] = {
+                    "left_out": sum(k in skip for k in allowed), "of": len(allowed),
+                    "why_all": selection[1]}
+                allowed = [k for k in allowed if k not in skip]
                 budget = min(generated["budget_s"], runner_end - time.monotonic()
                              - RUNNER_MARGIN_S)
-                targets = killer_targets(allowed, generated["killer_files"],
-                                         generated.pop("targets"))
-                spec = generated | {"killers": allowed, "budget_s": max(1.0, budget),
-                                    "pytest_args": generated["pytest_args"] + targets}
-        finally:  # the runner waits for a spec: always give it one, even to abort
-            spec_ready.set_result(spec)
+                second.set_result({"killers": allowed, "budget_s": max(1.0, budget)})
+        finally:  # the runner waits for its specs: always give them, even to abort
+            for spec in (first, second):
+                if not spec.done():
+                    spec.set_result({"abort": "harness error"})
         res = runner.result()
     if result is not None:
         return result
+    if _never_judged(res, generated.get("nonce")) and runner_end - time.monotonic() > \
+            RUNNER_MARGIN_S + 1.0:
+        # The session ended in its collection (a test module whose import exits: the code
+        # under test): once more the way that collects only the killers' modules.
+        budget = min(generated["budget_s"], runner_end - time.monotonic() - RUNNER_MARGIN_S)
+        again: Future = Future()
+        again.set_result(generated | {
+            "killers": allowed, "budget_s": max(1.0, budget),
+            "pytest_args": generated["pytest_args"] + killer_targets(
+                allowed, generated["killer_files"], targets)})
+        res = _run_runner(sb, out, runner_end, again, None)
+        ev.details["collection_retry"] = True
     ev.details["timing"]["killers_wait_s"] = round(waited, 3)
     return _judge(res.output, res, chosen, ev, time.monotonic() - t0 - waited,
-                  spec.get("nonce"))
+                  generated.get("nonce"), allowed, generated.get("killer_files", []))
+
+
+def _run_runner(sb: Sandbox, out: str, end: float, first: Future, second: Future | None):
+    """One run of ``mutation_runner.py`` until ``end`` (monotonic seconds), its spec lines
+    written to its stdin as the futures give them."""
+
+    def spec_input():
+        yield (json.dumps(first.result()) + "\n").encode()
+        if second is not None:
+            yield (json.dumps(second.result()) + "\n").encode()
+
+    return sb.run([PYTHON, *RUNNER_FLAGS, f"{HARNESS_DIR}/mutation_runner.py", "-", out],
+                  timeout=max(1.0, end - time.monotonic()), cwd="/", stdin=spec_input())
+
+
+def _never_judged(res, nonce: str | None) -> bool:
+    """The runner started but its session never reached the stats pass, in its own time."""
+    stats, _, _, started, done, _, forged = parse_runner_output(res.output, nonce)
+    return started and not stats and done is None and not forged and not res.timed_out
 
 
 def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
               summary: PatchSummary, lines: dict[str, list[int]], m: str,
-              ev: Evidence, workers: int, cpus: float, timeout: float
+              ev: Evidence, workers: int, cpus: float, timeout: float,
+              texts: dict[str, tuple[str | None, str | None]]
               ) -> tuple[MutationResult | None, list[dict], dict]:
     """Copy, generate, choose. Returns (a final result when there is nothing to run, the
     chosen mutants, the runner's spec without its ``killers``, or ``{"abort": why}``)."""
     cfg = task.config.mutation
     test_paths = [*task.config.tests.public, *task.hidden_files]
-    prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout)
+    prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout, texts)
     ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
     ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
     generated = _generated(sb, prep[3], m)
@@ -352,6 +532,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     control = f"{rng.choice(chosen)['function']}__mutmut_c{secrets.token_hex(4)}"
     spec = {
         "root": f"{m}/repo", "killers": [], "killer_files": agent_ok,  # set by the caller
+        "pythonpath": task.pythonpath_in(f"{m}/repo"),
         "pytest_args": ["-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={m}/repo",
                         "-p", "pytest_timeout", "-p", "no:cacheprovider",
                         f"--timeout={task.config.timeouts.per_test:g}",
@@ -371,21 +552,20 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
 
 
 def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
-                  lines: dict[str, list[int]], m: str, timeout: float
+                  lines: dict[str, list[int]], m: str, timeout: float,
+                  texts: dict[str, tuple[str | None, str | None]]
                   ) -> tuple[str, int, float, str, bool]:
     """Stage the pristine repo, hidden tests, patch and generation spec read-only (one
     archive, on the command's stdin), then (root) build ``m/repo`` and generate mutants
     into it, all in one sandbox command. Returns (command, exit code, seconds, output,
     timed out)."""
     t0 = time.monotonic()
-    flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
-                            ([], None))
-    applied = transform(patch) if transform else patch
+    flags, applied = applied_patch(patch, strategy)
     cfg = task.config.mutation
     spec = {"root": f"{m}/repo", "files": lines, "max_mutants": cfg.max_mutants,
-            "seed": cfg.seed}
+            "seed": cfg.seed, "import_roots": task.config.pythonpath}
     staging = _staging_tar(task, {"patch.diff": applied, "gen.json": json.dumps(spec).encode(),
-                                  **_host_generated(sb, task, applied, lines, timeout)})
+                                  **_host_generated(sb, task, texts, lines, timeout)})
     generate = (f"{PYTHON} -I -B {HARNESS_DIR}/mutmut_adapter.py generate {m}/in/gen.json"
                 f" > {m}/gen.json")
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
@@ -415,27 +595,28 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
             res.timed_out)
 
 
-def _host_generated(sb: Sandbox, task: Task, applied: bytes, lines: dict[str, list[int]],
+def _host_generated(sb: Sandbox, task: Task,
+                    sources: dict[str, tuple[str | None, str | None]],
+                    lines: dict[str, list[int]],
                     timeout: float = mutant_generator.REQUEST_TIMEOUT_S) -> dict[str, bytes]:
     """Staging files (under ``in/``) with the mutants made on the host
-    (:mod:`proctor.suites.mutant_generator`) from the patched text the host computes:
+    (:mod:`proctor.suites.mutant_generator`) from the patched text the host computes
+    (``sources``: :func:`source_texts`):
     ``host/expect.sha256`` (that text's digests; the staging script checks them against
     what ``git apply`` wrote and generates in the sandbox on any difference),
     ``host/gen.json`` (the generator's JSON) and ``host/files/<path>`` (rewritten sources).
     Empty when the host cannot generate. ``timeout``: the step's (the request gets at most
     half of it, never more than its own limit)."""
-    try:
-        pristine = {p: (task.repo / p).read_bytes().decode("utf-8") for p in lines
-                    if (task.repo / p).is_file() and not (task.repo / p).is_symlink()}
-        texts = patched_texts(applied.decode("utf-8"), {p: pristine.get(p) for p in lines})
-    except Exception:  # noqa: BLE001 - only a shortcut: any doubt, the sandbox generates
-        return {}  # (a hunk shorter than its header, applied with --recount, say)
-    if set(texts) != set(lines) or any(t is None for t in texts.values()):
+    # only a shortcut: any doubt (a hunk shorter than its header, applied with --recount,
+    # say), the sandbox generates
+    texts = {p: sources.get(p, (None, None))[1] for p in lines}
+    if any(t is None for t in texts.values()):
         return {}
     cfg = task.config.mutation
     answer = mutant_generator.generate(
         sb, {p: (texts[p], n) for p, n in lines.items()}, max_mutants=cfg.max_mutants,
-        seed=cfg.seed, timeout=min(mutant_generator.REQUEST_TIMEOUT_S, timeout / 2))
+        seed=cfg.seed, timeout=min(mutant_generator.REQUEST_TIMEOUT_S, timeout / 2),
+        import_roots=task.config.pythonpath)
     if answer is None:
         return {}
     out = {"host/gen.json": json.dumps({"mutants": answer["mutants"], "errors":
@@ -511,8 +692,19 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
 
 
 def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
-           nonce: str | None = None) -> MutationResult:
+           nonce: str | None = None, killers: list[str] | None = None,
+           killer_files: list[str] = ()) -> MutationResult:
+    """The step's result from the runner's output. ``killers`` / ``killer_files``: the
+    tests that may kill; a kill by any other test is a line the runner never writes
+    (counted as forged)."""
     stats, lines, control, started, done, output, forged = parse_runner_output(text, nonce)
+    if killers is not None:
+        allowed, files = set(killers), set(killer_files)
+        for line in [*lines.values(), *([control] if control else [])]:
+            killer = line.get("killer")
+            if line.get("verdict") == "killed" and not (
+                    killer in allowed or str(killer).split("::", 1)[0] in files):
+                forged += 1
     ev.command = res.command
     ev.exit_code, ev.duration_s = res.exit_code, round(step_s, 3)
     ev.output = output or res.output[-4000:]

@@ -53,12 +53,21 @@ from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import Sandbox
+from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire
 
 INCONTAINER = Path(__file__).parent / "incontainer"
 HARNESS_DIR = "/proctor/harness"
 OUT_DIR = "/proctor/out"
 PYTHON = "/opt/proctor/venv/bin/python"
+#: Interpreter flags of the runners that host the code under test (``run_pytest.py``,
+#: ``mutation_runner.py``, ``run_bench.py``): ``-I``'s isolation without its ``-E``
+#: (``-s``: no user site-packages, ``-P``: no script directory on ``sys.path``), so the
+#: sandbox's ``PYTHONHASHSEED=0`` holds. ``-E`` drops it, and then the order of sets and
+#: dicts of strings, and the pytest ids parametrized from them (``expected7``), change from
+#: one run to the next. The environment read is the sandbox backend's fixed one
+#: (``SANDBOX_ENV``), never one the agent sets.
+RUNNER_FLAGS = ("-s", "-P", "-B")
 #: pytest exit statuses that mean "the session ran to its end" (0 all passed, 1 some failed).
 COMPLETED_EXIT = (0, 1)
 #: Exit status of run_pytest.py's audit hook when the code under test replaced a function's
@@ -120,6 +129,9 @@ class SuiteRun:
     stray_processes: int | None = None
     ended_early: list[str] = field(default_factory=list)
     sessions: list[dict] = field(default_factory=list)
+    #: With ``run_suite(record_reach=True)``: which tests reached which functions
+    #: (:class:`ReachMap`), else None.
+    reach: ReachMap | None = None
 
     def outcomes_for(self, expected: list[str]) -> dict[str, str]:
         """``outcomes`` with every test of ``expected`` that has none filled in (pure):
@@ -136,12 +148,25 @@ class SuiteRun:
         return out
 
 
+def harness_files() -> dict[str, bytes]:
+    """The in-sandbox harness (runners, report plugin, ini): file name -> bytes."""
+    return {p.name: p.read_bytes() for p in INCONTAINER.iterdir() if p.is_file()
+            and p.suffix in (".py", ".ini")}
+
+
+def harness_digest() -> str:
+    """sha256 (hex) over the in-sandbox harness files and :data:`RUNNER_FLAGS`: what a
+    cached measurement made with them depends on besides the task and the image."""
+    h = hashlib.sha256(" ".join(RUNNER_FLAGS).encode())
+    for name, data in sorted(harness_files().items()):
+        h.update(b"\0" + name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
 def install_harness(sb: Sandbox) -> None:
     """Copy the runner, the report plugin and the ini into ``HARNESS_DIR``, root-owned and
     read-only: the code under test cannot replace them between runs."""
-    files = {p.name: p.read_bytes() for p in INCONTAINER.iterdir() if p.is_file()
-             and p.suffix in (".py", ".ini")}
-    sb.put_files(HARNESS_DIR, files, read_only=True)
+    sb.put_files(HARNESS_DIR, harness_files(), read_only=True)
 
 
 def put_private_file(sb: Sandbox, name: str, data: bytes) -> str:
@@ -164,24 +189,44 @@ def put_path_list(sb: Sandbox, paths: list[str]) -> str:
 
 def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: float,
                 deadline: float | None = None, changed_from: str | None = None,
-                skip_from: str | None = None) -> list[str]:
+                skip_from: str | None = None, pythonpath: list[str] = (),
+                confcutdir: str | None = None, reach_out: str | None = None) -> list[str]:
     """The exact command run in the sandbox (argv list). ``deadline``: seconds after which
     the supervisor kills pytest and reports what it has (None: no own deadline);
     ``changed_from``: a JSON file listing the paths the patch touched; ``skip_from``: a
-    JSON file of the tests and modules a later session leaves out."""
+    JSON file of the tests and modules a later session leaves out; ``pythonpath``: absolute
+    directories put on ``sys.path`` after ``repo`` (the task's ``pythonpath``);
+    ``confcutdir``: pytest's ``--confcutdir`` (None: not passed); ``reach_out``: where the
+    session writes which tests reach which functions (``reach_recorder.py``; baseline
+    only)."""
     own = ["--deadline", f"{deadline:g}"] if deadline is not None else []
     own += ["--item-timeout", f"{item_timeout(per_test_timeout):g}"]
     own += ["--changed-from", changed_from] if changed_from else []
     own += ["--skip-from", skip_from] if skip_from else []
+    own += ["--pythonpath", ":".join(pythonpath)] if pythonpath else []
     own += ["--out-dir", OUT_DIR]
+    own += ["--reach-out", reach_out] if reach_out else []
     return [
-        PYTHON, "-I", "-B", f"{HARNESS_DIR}/run_pytest.py", repo, *own, "--",
+        PYTHON, *RUNNER_FLAGS, f"{HARNESS_DIR}/run_pytest.py", repo, *own, "--",
         "-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={rootdir}",
         "-p", "pytest_timeout", "-p", "no:cacheprovider", f"--timeout={per_test_timeout:g}",
         "--import-mode=prepend", "--continue-on-collection-errors",
+        *([f"--confcutdir={confcutdir}"] if confcutdir else []),
         "-q", "-rN", "--no-header", "--color=no",
         *targets,
     ]
+
+
+def _merge_reach(reach: ReachMap | None, data: bytes | None) -> ReachMap | None:
+    """``reach`` followed by one session's reach file (``reach_recorder.py``'s JSON). A
+    session that ended before its end wrote none: its tests are absent from the map, which
+    keeps every test it does not know. None once a file is unreadable."""
+    if reach is None or data is None:
+        return reach
+    try:
+        return reach.merged(ReachMap.model_validate_json(data))
+    except ValueError:
+        return None
 
 
 def item_timeout(per_test_timeout: float) -> float:
@@ -630,7 +675,10 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
               embedded: EmbeddedTripwire | None = None,
               changed: list[str] | None = None,
               also_put: dict[str, dict[str, bytes]] | None = None,
-              rng: random.Random | None = None) -> SuiteRun:
+              rng: random.Random | None = None,
+              pythonpath: list[str] = (),
+              pristine: dict[str, bytes] | None = None,
+              confcutdir: str | None = None, record_reach: bool = False) -> SuiteRun:
     """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module
     per session (and ``embedded``, a tripwire already placed among the targets), and judge
     what the supervisor streamed back. A session that ends early is followed by one
@@ -640,14 +688,23 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     more fresh read-only directories under ``/proctor`` (absolute path -> relative path ->
     bytes; the hidden tests, say) put in the same operation as the first tripwire's.
     ``rng``: draws the tripwire's place among the targets (seed it for the same record
-    every time; default: unpredictable). Two sandbox operations per session: the
-    tripwire's directory, the run.
+    every time; default: unpredictable). ``pythonpath``: absolute directories put on
+    ``sys.path`` after ``repo``. ``pristine``: absolute path -> the bytes the
+    harness placed there (the hidden tests): the plugin checks, when collection ends and
+    when the session ends, that each file still holds them and that the test modules were
+    imported from them, and reports tampering otherwise. ``confcutdir``: no conftest
+    above this directory is loaded (None: pytest's default). ``record_reach``: also record
+    which tests enter which functions of the repository (the baseline's extra run on the
+    pristine repository, never a scored one; :class:`~proctor.suites.reach.ReachMap` in
+    ``SuiteRun.reach``: one more sandbox operation per session). Two sandbox operations
+    per session: the tripwire's directory, the run.
 
     Raises:
         InfraError: the sandbox failed, or the runner or its plugin could not start.
     """
     rng = rng or random.Random(secrets.randbits(64))
     start = time.monotonic()
+    reach: ReachMap | None = ReachMap() if record_reach else None
     progress = SuiteProgress(f"{embedded.module}::{embedded.name}" if embedded else None)
     last: RunnerResult | None = None
     command, exit_code, output, duration = "", 0, "", 0.0
@@ -664,9 +721,14 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
         files = {trip.module: trip.source()}
         if changed is not None:
             files["changed.json"] = json.dumps(sorted(changed)).encode()
+        chosen: dict = {}
         if progress.sessions:
             chosen = (progress.vouch_only(embedded, f"{trip.dir}/{trip.module}") if vouching
                       else progress.skip())
+        if pristine:
+            chosen["pristine"] = {path: hashlib.sha256(data).hexdigest()
+                                  for path, data in sorted(pristine.items())}
+        if chosen:
             files["skip.json"] = json.dumps(chosen).encode()
         sb.put_read_only_dirs({trip.dir: files, **({} if progress.sessions else also_put or {})})
         # Excluded modules named on the command line go (pytest collects a path it is
@@ -675,12 +737,16 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
         ordered = [t for t in targets if posixpath.normpath(t) not in progress.excluded]
         ordered.insert(rng.randrange(len(ordered) + 1), f"{trip.dir}/{trip.module}")
         deadline = max(1.0, budget - min(DEADLINE_MARGIN_S, 0.1 * budget))
+        reach_out = f"{OUT_DIR}/reach-{secrets.token_hex(8)}.json" if record_reach else None
         argv = pytest_argv(rootdir, repo, ordered, per_test_timeout, deadline,
                            f"{trip.dir}/changed.json" if changed is not None else None,
-                           f"{trip.dir}/skip.json" if progress.sessions else None)
+                           f"{trip.dir}/skip.json" if chosen else None,
+                           pythonpath, confcutdir, reach_out)
         # No `timeout` wrapper: only the (non-dumpable) supervisor holds the exec's output.
         res = sb.run(argv, timeout=max(1.0, budget), cwd=rootdir, own_deadline=True)
         command, duration = res.command, time.monotonic() - start
+        if reach_out is not None:
+            reach = _merge_reach(reach, sb.get_file(reach_out))
         try:
             runner = read_runner_output(res.output, sb.get_file)
         except ResultAltered as exc:
@@ -728,7 +794,7 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
                                                 for s in sessions),
         collection_errors=errors, tampered=tampered, tripwire=tripwire,
         stray_processes=last.stray_processes if last else None,
-        ended_early=progress.ended_early(),
+        ended_early=progress.ended_early(), reach=reach,
         sessions=[{"why": s.ended.get("why"), "reason": s.reason,
                    "item": s.ended.get("item"), "exit": s.exit_code,
                    "duration_s": round(s.duration_s, 3)} for s in sessions],

@@ -17,17 +17,21 @@ from proctor.sandbox.base import ExecResult
 from proctor.sandbox.steps import Step
 
 
-def snapshot_step(repo: str, paths: list[str], dest: str, timeout: float = 60) -> Step:
+def snapshot_step(repo: str, paths: list[str], dest: str, timeout: float = 60,
+                  renamed_from: dict[str, str] | None = None) -> Step:
     """The copy of ``paths`` (relative to ``repo``) to ``dest/base`` and ``dest/patched``:
     a required step (the checks after it need it). A path missing on one side is missing
-    in its copy."""
+    in its copy. ``renamed_from``: new path -> old path of files the patch renamed; the
+    base copy of a new path is the base version of its old path (so a renamed file is
+    compared with what it was)."""
     d = shlex.quote(dest)
     lines = ["set -e", "umask 022", f"mkdir -p {d}/base {d}/patched"]
     for rel in paths:
         q = shlex.quote(rel)
+        old = shlex.quote((renamed_from or {}).get(rel, rel))
         lines += [
             f'mkdir -p {d}/base/"$(dirname -- {q})" {d}/patched/"$(dirname -- {q})"',
-            f"git -c safe.directory='*' show HEAD:{q} > {d}/base/{q} 2>/dev/null"
+            f"git -c safe.directory='*' show HEAD:{old} > {d}/base/{q} 2>/dev/null"
             f" || rm -f {d}/base/{q}",
             f"[ -f {q} ] && cp -- {q} {d}/patched/{q} || true",
         ]

@@ -19,6 +19,7 @@ import ast
 import random
 import secrets
 from dataclasses import dataclass
+from functools import lru_cache
 
 from proctor.harness.ast_parse import parse
 
@@ -70,17 +71,6 @@ def _donor(fn: ast.AST) -> bool:
                 for n in _outside_nested(fn)))
 
 
-def _words(trees: list[ast.Module]) -> list[str]:
-    words = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    node.name.startswith("test_"):
-                words.update(w for w in node.name[5:].split("_") if w.isidentifier() and
-                             len(w) > 1)
-    return sorted(words) or list(FALLBACK_WORDS)
-
-
 def _module_names(tree: ast.Module) -> list[str]:
     names = []
     for node in tree.body:
@@ -89,6 +79,59 @@ def _module_names(tree: ast.Module) -> list[str]:
                 if alias.name != "*":
                     names.append((alias.asname or alias.name).split(".")[0])
     return names or ["__name__"]
+
+
+@dataclass(frozen=True)
+class _ModuleFacts:
+    """What :func:`embed_tripwire` needs of one hidden test module, read from its AST once
+    per content (:func:`_facts`): a 200 KB test module takes a tenth of a second to parse,
+    on every score's critical path otherwise."""
+
+    taken: frozenset[str]
+    test_words: frozenset[str]
+    #: (argument list as source, first and last line of the body) of each donor test
+    donors: tuple[tuple[str, int, int], ...]
+    module_names: tuple[str, ...]
+    #: first line (of its first decorator) of every top-level test function
+    anchors: tuple[int, ...]
+
+
+@lru_cache(maxsize=64)
+def _facts(path: str, data: bytes) -> _ModuleFacts | None:
+    """The facts of one test module, or None when it does not parse. Cached per content."""
+    try:
+        tree = parse(data.decode("utf-8"), path)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
+    named = [n for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    words = {w for n in named if not isinstance(n, ast.ClassDef) and n.name.startswith("test_")
+             for w in n.name[5:].split("_") if w.isidentifier() and len(w) > 1}
+    donors = tuple((ast.unparse(fn.args), fn.body[0].lineno, fn.body[-1].end_lineno)
+                   for fn in tree.body if _donor(fn))
+    anchors = sorted({min([n.lineno] + [d.lineno for d in n.decorator_list])
+                      for n in tree.body if isinstance(n, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef))
+                      and n.name.startswith("test")})
+    return _ModuleFacts(frozenset(n.name for n in named), frozenset(words), donors,
+                        tuple(_module_names(tree)), tuple(anchors))
+
+
+#: Characters the tokenizer does not count as line breaks but ``str.splitlines`` does (and a
+#: lone CR, which both count): with none of them, line numbers of the AST and of the split
+#: text agree, and a whole top-level function inserted at a top-level statement's first line
+#: leaves the module valid, so only the new function needs parsing.
+_ODD_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _valid(path: str, data: bytes, source: str, simple_lines: bool) -> bool:
+    """The module ``data`` (``source`` inserted) parses: the new function alone when
+    ``simple_lines`` (see :data:`_ODD_BREAKS`), else the whole module."""
+    try:
+        parse(source if simple_lines else data.decode("utf-8"), path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
@@ -104,47 +147,34 @@ def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
         (the tree with that one module changed, the tripwire), or (``files``, None) when no
         test module parses (nothing to hide it among).
     """
-    parsed = {}
-    for path, data in files.items():
-        if not _is_test_module(path):
-            continue
-        try:
-            parsed[path] = (data.decode("utf-8"), parse(data.decode("utf-8"), path))
-        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
-            continue
+    parsed = {path: facts for path, data in files.items()
+              if _is_test_module(path) and (facts := _facts(path, data)) is not None}
     if not parsed:
         return files, None
     rng = rng or secrets.SystemRandom()
     path = rng.choice(sorted(parsed))
-    text, tree = parsed[path]
-    taken = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                                                               ast.AsyncFunctionDef,
-                                                               ast.ClassDef))}
-    words = _words([t for _, t in parsed.values()])
+    facts = parsed[path]
+    text = files[path].decode("utf-8")
+    words = sorted(set().union(*(f.test_words for f in parsed.values()))) or list(
+        FALLBACK_WORDS)
     name = "test_" + "_".join(rng.sample(words, min(2, len(words))))
-    while name in taken:
+    while name in facts.taken:
         name += f"_{rng.choice(words)}"
-    donors = [fn for fn in tree.body if _donor(fn)]
     body = ""
     args = ""
-    if donors:
-        fn = rng.choice(donors)
+    if facts.donors:
+        args, start, end = rng.choice(facts.donors)
         lines = text.splitlines()
-        args = ast.unparse(fn.args)
-        start, end = fn.body[0].lineno, fn.body[-1].end_lineno
         first = lines[start - 1]
         indent = first[:len(first) - len(first.lstrip())]
         body = "\n".join(ln[len(indent):] if ln.startswith(indent) else ln
                          for ln in lines[start - 1:end]) + "\n"
-    claim = rng.choice(FALSE_ASSERTS).format(x=rng.choice(_module_names(tree))) + "\n"
+    claim = rng.choice(FALSE_ASSERTS).format(x=rng.choice(facts.module_names)) + "\n"
     # Before a test function drawn at random, or at the end: never always the last test
     # of its module, where code that spares "each module's last test" would find it.
-    anchors = sorted({min([n.lineno] + [d.lineno for d in n.decorator_list])
-                      for n in tree.body if isinstance(n, (ast.FunctionDef,
-                                                           ast.AsyncFunctionDef))
-                      and n.name.startswith("test")})
-    at = rng.choice([*anchors, None])
+    at = rng.choice([*facts.anchors, None])
     raw_lines = files[path].splitlines(keepends=True)
+    simple_lines = not any(c in text for c in _ODD_BREAKS)
     for head, lines in ((args, body + claim), ("", claim)):  # the copy must not break it
         source = f"def {name}({head}):\n" + "".join(
             f"    {ln}\n" if ln else "\n" for ln in lines.splitlines())
@@ -154,9 +184,6 @@ def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
         else:
             data = b"".join(raw_lines[:at - 1]) + source.encode() + b"\n\n" + \
                 b"".join(raw_lines[at - 1:])
-        try:
-            parse(data.decode("utf-8"), path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        return {**files, path: data}, EmbeddedTripwire(path, name)
+        if _valid(path, data, source, simple_lines):
+            return {**files, path: data}, EmbeddedTripwire(path, name)
     return files, None

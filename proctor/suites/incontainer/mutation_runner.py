@@ -1,24 +1,30 @@
 """Run mutants against the trusted tests in one pytest session, inside the sandbox.
 
-``python -I -B mutation_runner.py SPEC.json OUT``, as the sandbox user (SPEC ``-``: read
-from stdin until its end; ``OUT.log`` gets the pytest session's own output). It loads
-pytest and mutmut's trampoline, then waits for SPEC
-(written by proctor/suites/mutation.py once the mutants are in the throw-away copy and the
-killers are known; ``{"abort": why}`` ends it):
-``root`` (rootdir, last on sys.path), ``pytest_args`` (ini, plugins, targets), ``killers``
-(test ids allowed to kill, or null for every collected test), ``killer_files`` (files whose
-every test may kill), ``mutants`` (``[{"name", "function"}]``), ``control`` (a mutant
-name that selects no mutant: the original code must survive it), ``control_at`` (its
-position among the mutants), ``workers``, ``timeout_factor``, ``timeout_constant`` (s),
-``contention`` (>= 1), ``budget_s``, ``nonce``. Verdicts go to stdout, one JSON object a
-line, each with ``"n": nonce`` (but the first, ``started``, printed before the spec).
+``python -I -B mutation_runner.py SPEC.json OUT``, as the sandbox user (SPEC ``-``: the
+first line of stdin; ``OUT.log`` gets the pytest session's own output). It loads pytest and
+mutmut's trampoline, then waits for SPEC (written by proctor/suites/mutation.py once the
+mutants are in the throw-away copy; ``{"abort": why}`` ends it):
+``root`` (rootdir, on sys.path after the harness and libraries), ``pythonpath`` (the
+task's, absolute, after ``root``), ``pytest_args`` (ini, plugins, targets), ``killers``
+(test ids allowed to kill, or null for every collected test but ``stats_skip`` and
+``exclude``), ``killers_later`` (the killers come on stdin's second line, see
+:meth:`MutationSession.speculate`), ``killer_files`` (files whose every test may kill),
+``mutants`` (``[{"name", "function"}]``), ``control`` (a mutant name that selects no
+mutant: the original code must survive it), ``control_at`` (its position among the
+mutants), ``workers``, ``timeout_factor``, ``timeout_constant`` (s), ``contention``
+(>= 1), ``budget_s``, ``nonce``. Once read, stdin is /dev/null to the tests (the spec's
+pipe moves to another descriptor). Verdicts go to stdout, one JSON object a line, each
+with ``"n": nonce`` (but the first, ``started``, printed before the spec).
 
 1. Stats pass: every killer test runs once on the original code with mutmut's trampolines in
    ``"stats"`` mode, recording its duration and the functions it reaches. Only tests that
    pass here may kill.
-2. One forked child per mutant (``workers`` at a time, each in its own process group):
-   it activates the mutant and runs the tests covering its function, fastest first, stopping
-   at the first failure (:func:`first_failure`, no pytest reports). Its verdict comes back
+   The stats pass runs in a forked child: nothing the tests leave behind reaches the
+   mutants (a test that deletes a module attribute, a cache the tests fill).
+2. One forked child per mutant (``workers`` at a time, each in its own process group),
+   forked from the runner as collection left it: it activates the mutant and runs the tests
+   covering its function in collection order (the order the suite passes in), stopping at
+   the first failure (:func:`first_failure`, no pytest reports). Its verdict comes back
    on a pipe. Timeout per mutant:
    ``(timeout_factor * sum(covering durations) + timeout_constant) * contention`` seconds.
 
@@ -35,18 +41,23 @@ Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``tim
 child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
 killer reaches the function; counts as survived), ``crashed`` (the child died without a
 verdict: dropped) and ``not_run`` (the step's budget ran out: dropped). Lines before them:
-``{"started": ...}`` (mutmut imported and configured), ``{"stats": ...}``; the control's
+``{"started": ...}`` (mutmut imported and configured), ``{"stats": ...}`` (killer tests,
+their failures, seconds of the stats pass, ``startup_s`` from the runner's start to its
+spec, ``session_start_s`` from the spec to the first test); the control's
 line has ``"control"`` instead of ``"mutant"``; the last line is ``{"done": ...}``.
 """
 
-import json
-import os
-import select
-import signal
-import sys
 import time
 
-import pytest
+T_START = time.monotonic()  # before pytest's import: the runner's start-up is measured
+
+import json  # noqa: E402
+import os  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
 
 harness_dir = os.path.dirname(os.path.abspath(__file__))
 #: The control's second run (after a timeout) gets this many times its timeout.
@@ -66,14 +77,55 @@ def resolve(function, covering):
     return hits[0] if len(hits) == 1 else function
 
 
+class _FailedReports:
+    """Plugin seeing the only reports made while :func:`first_failure` runs: those of
+    subtests (``unittest.TestCase.subTest`` and pytest's ``subtests`` fixture), which fail
+    without the test function raising."""
+
+    def __init__(self):
+        self.failed = False
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed = True
+
+
+def _unittest_failed(item):
+    """True when a ``unittest.TestCase`` item recorded an error, a failure or an unexpected
+    success: pytest's ``TestCaseFunction.runtest`` does not raise for them, it keeps them in
+    ``item._excinfo`` for its makereport hook (``_pytest/unittest.py``). Skips and expected
+    failures are not failures. The list is emptied (the item may run again)."""
+    from _pytest.outcomes import Skipped, XFailed
+
+    infos = item.__dict__.pop("_excinfo", None) or []
+    return any(not isinstance(e.value, (Skipped, XFailed)) for e in infos)
+
+
+def _read_exactly(fd, n):
+    """Up to ``n`` bytes from ``fd``: fewer only when the writer closed it first."""
+    out = b""
+    while len(out) < n:
+        chunk = os.read(fd, min(n - len(out), 1 << 20))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
 def first_failure(items):
-    """Run ``items`` in order (setup, call, teardown), stopping at the first that raises;
+    """Run ``items`` in order (setup, call, teardown), stopping at the first that fails;
     return its id or None. What pytest's ``runtestprotocol`` does minus the reports: no
     failure representation is built (formatting a mutant's failure can take longer than the
-    test), no hooks run. A skip is not a failure. Uses pytest 9's SetupState."""
+    test), no hooks run. A test fails when a phase raises (a skip is not a failure), when
+    it is a ``unittest.TestCase`` test that recorded a failure (:func:`_unittest_failed`)
+    or when one of its subtests failed. Uses pytest 9's SetupState."""
     from _pytest.outcomes import Skipped
 
-    state = items[0].session._setupstate if items else None
+    if not items:
+        return None
+    state = items[0].session._setupstate
+    subtests = _FailedReports()
+    items[0].config.pluginmanager.register(subtests, "proctor-mutant-subtests")
     for j, item in enumerate(items):
         nxt = items[j + 1] if j + 1 < len(items) else None
         if hasattr(item, "_request") and not item._request:
@@ -84,10 +136,13 @@ def first_failure(items):
                 item.runtest()
             except Skipped:
                 pass
+            failed = _unittest_failed(item) or subtests.failed
             state.teardown_exact(nxt)
         except Skipped:
-            pass
+            continue
         except BaseException:  # noqa: BLE001 - any exception, even SystemExit, kills
+            return item.nodeid
+        if failed or _unittest_failed(item):
             return item.nodeid
     return None
 
@@ -97,6 +152,7 @@ class MutationSession:
 
     def __init__(self, spec, adapter, out):
         self.spec, self.adapter, self.out = spec, adapter, out
+        self.spec_at = T_START  # when the spec arrived (set by main)
 
     def emit(self, obj):
         self.out(obj)
@@ -109,44 +165,176 @@ class MutationSession:
         allowed = self.spec.get("killers")
         allowed = None if allowed is None else set(allowed)
         files = set(self.spec.get("killer_files") or ())
-        items = [i for i in session.items if allowed is None or i.nodeid in allowed
+        left_out = set(self.spec.get("stats_skip") or ()) | set(self.spec.get("exclude") or ())
+        items = [i for i in session.items
+                 if (allowed is None and i.nodeid not in left_out) or (
+                     allowed is not None and i.nodeid in allowed)
                  or i.nodeid.partition("::")[0] in files]
-        covering, failed, t0 = self.stats_pass(items)
+        t_loop = time.monotonic()
+        final = None
+        if self.spec.get("killers_later"):
+            stats, final = self.stats_or_killers(items)
+            if final is not None:  # the killers came first: the stats pass over them only
+                if "abort" in final:
+                    return True
+                may_kill = self.killer_filter(final)
+                items = [i for i in items if may_kill(i.nodeid)]
+                stats = self.stats_pass(items)
+        else:
+            stats = self.stats_pass(items)
+        if stats is None:  # the stats child died: no verdict can be trusted
+            return True
+        covering, failed, t0 = stats
         self.emit({"stats": {"tests": len(items), "failed": failed, "collected":
-                             len(session.items), "duration_s": round(time.monotonic() - t0, 3)}})
+                             len(session.items), "duration_s": round(time.monotonic() - t0, 3),
+                             "startup_s": round(self.spec_at - T_START, 3),
+                             "session_start_s": round(t_loop - self.spec_at, 3),
+                             "speculative": bool(self.spec.get("killers_later"))
+                             and final is None}})
         queue = list(self.spec["mutants"])
         if self.spec.get("control"):
             at = min(max(int(self.spec.get("control_at", 0)), 0), len(queue))
             queue.insert(at, {"name": self.spec["control"], "function": self.spec["control"]
                               .rpartition("__mutmut_")[0], "control": True})
-        self.run_mutants(queue, covering)
+        if self.spec.get("killers_later") and final is None:
+            self.speculate(queue, covering)
+        else:
+            budget = (final or self.spec).get("budget_s", 0)
+            self.run_mutants(queue, covering, float(budget))
         return True
 
-    def stats_pass(self, items):
+    def killer_filter(self, final):
+        """``may_kill(test id)``: the killers of the spec's second line, or a test of an
+        agent's killer file."""
+        trusted = set(final.get("killers") or ())
+        files = set(self.spec.get("killer_files") or ())
+        return lambda test_id: test_id in trusted or test_id.partition("::")[0] in files
+
+    def stats_or_killers(self, items):
+        """The stats pass over ``items`` (every test but the ones the spec leaves out: the
+        killers are not known yet) racing the spec's second line: (stats, None) when the
+        stats pass ended first, else (None, the second line) with the stats child killed
+        (a test that hangs, the code under test's failure, must not hold the step up: the
+        suites' verdicts leave it out)."""
         t0 = time.monotonic()
+        pid, r = self._start_stats(items)
+        spec_fd = _SPEC_INPUT[0] if _SPEC_INPUT else 0
+        ready, _, _ = select.select([r, spec_fd], [], [])
+        if r in ready:
+            return self._finish_stats(pid, r, items, t0), None
+        os.close(r)
+        self.kill(pid)
+        return None, read_spec_line()
+
+    def speculate(self, queue, covering):
+        """Judge every mutant before the harness knows which tests may kill (the suites'
+        verdicts), with every test that passed here; then read them (the spec's second line:
+        ``{"killers": [...], "budget_s": S}`` or ``{"abort": why}``) and keep a verdict only
+        when it stands with them: survived (fewer killers cannot kill it) or killed by one
+        of them. The others run again with only them. What is emitted is the same verdicts
+        a run with the killers known from the start gives, sooner."""
+        first = {}
+        emit, self.emit = self.emit, lambda obj: first.__setitem__(
+            obj.get("mutant") or obj.get("control") or "", obj)
+        try:
+            self.run_mutants(queue, covering, float(self.spec["budget_s"]))
+        finally:
+            self.emit = emit
+        final = read_spec_line()
+        if "abort" in final:
+            return
+        may_kill = self.killer_filter(final)
+        redo = []
+        for mutant in queue:
+            line = first.get(mutant["name"])
+            if line is not None and not line.get("retrying") and (
+                    line["verdict"] in ("survived", "no_tests")
+                    or line["verdict"] == "killed" and may_kill(line.get("killer") or "")):
+                self.emit(line)
+            else:
+                redo.append(mutant)
+        kept = {fn: [t for t in tests if may_kill(t[2].nodeid)]
+                for fn, tests in covering.items()}
+        self.run_mutants(redo, {fn: t for fn, t in kept.items() if t},
+                         float(final.get("budget_s", 0)))
+
+    def stats_pass(self, items):
+        """(function -> [(duration, index, item)] in collection order, failed test ids,
+        start time). Runs in a forked child, so what the tests leave behind (a module
+        attribute deleted, a cache filled, a fixture's state) stays in that child: every
+        mutant child forks from this process as collection left it, as a fresh session
+        would run its tests. None when the child died without a result (the code under
+        test ended it)."""
+        t0 = time.monotonic()
+        pid, r = self._start_stats(items)
+        return self._finish_stats(pid, r, items, t0)
+
+    def _start_stats(self, items):
+        """Fork the stats child; (its pid, the read end of its result pipe)."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the stats child: never returns
+            me = os.getpid()
+            try:
+                os.close(r)
+                _close_spec_input()
+                os.setpgid(0, 0)
+                data = json.dumps(self._stats_in_this_process(items)).encode()
+                if os.getpid() == me:  # a fork of the code under test must not answer
+                    data = len(data).to_bytes(8, "big") + data
+                    while data:
+                        data = data[os.write(w, data):]
+            finally:
+                os._exit(0)
+        os.close(w)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child did it first (or is gone already)
+        return pid, r
+
+    def _finish_stats(self, pid, r, items, t0):
+        """The stats child's result (see :meth:`stats_pass`); the child is reaped."""
+        # length first: a process the tests forked may hold the pipe open past the end
+        head = _read_exactly(r, 8)
+        body = _read_exactly(r, int.from_bytes(head, "big")) if len(head) == 8 else b""
+        os.close(r)
+        self.kill(pid)  # reaps it; kills what it left in its process group
+        try:
+            hits, failed = json.loads(body)
+        except ValueError:
+            return None
+        covering = {fn: [(d, i, items[i]) for d, i in sorted(tests, key=lambda t: t[1])]
+                    for fn, tests in hits.items()}
+        return covering, failed, t0
+
+    def _stats_in_this_process(self, items):
+        """([function -> [[duration, index], ...]], failed test ids) of one run of
+        ``items`` on the original code with the trampolines recording hits."""
         self.adapter.activate("stats")
         self.adapter.take_hits()
         covering, failed = {}, []
+        subtests = _FailedReports()  # a test whose subtest fails here must not kill either
+        if items:
+            items[0].config.pluginmanager.register(subtests, "proctor-stats-subtests")
         for idx, item in enumerate(items):
             nxt = items[idx + 1] if idx + 1 < len(items) else None
+            subtests.failed = False
             start = time.perf_counter()
             reports = self.protocol(item, nextitem=nxt, log=False)
             duration = time.perf_counter() - start
             hits = self.adapter.take_hits()
-            if not all(r.passed for r in reports):
+            if subtests.failed or not all(rep.passed for rep in reports):
                 failed.append(item.nodeid)
                 continue
             for fn in hits:
-                covering.setdefault(fn, []).append((duration, idx, item))
-        self.adapter.activate(None)
-        for tests in covering.values():
-            tests.sort(key=lambda t: (t[0], t[1]))
-        return covering, failed, t0
+                covering.setdefault(fn, []).append([duration, idx])
+        return covering, failed
 
-    def run_mutants(self, queue, covering):
+    def run_mutants(self, queue, covering, budget_s):
         spec = self.spec
         start = time.monotonic()
-        budget_end = start + float(spec["budget_s"])
+        budget_end = start + budget_s
         running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
         pending = list(queue)
         held = []  # mutants that timed out on their first run: judged once the control is
@@ -223,6 +411,7 @@ class MutationSession:
             me = os.getpid()
             try:
                 os.close(r)
+                _close_spec_input()
                 os.setpgid(0, 0)
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
@@ -262,11 +451,46 @@ class MutationSession:
         self.emit(line)
 
 
+_SPEC_INPUT = []  # the harness's spec pipe, once moved off stdin
+
+
+def read_spec_line():
+    """One JSON line of the harness's input (it writes each when ready; the outer timeout
+    bounds the wait); ``{"abort": ...}`` at the end of the input. Reads byte by byte: the
+    pipe may hold nothing more yet, and nothing past the line is taken."""
+    fd = _SPEC_INPUT[0] if _SPEC_INPUT else 0
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    if not line.strip():
+        return {"abort": "the harness closed the spec's input"}
+    return json.loads(line)
+
+
+def _close_spec_input():
+    """In a forked child: the spec's pipe is the runner's alone."""
+    while _SPEC_INPUT:
+        os.close(_SPEC_INPUT.pop())
+
+
+def _hide_spec_input():
+    """Move the spec's pipe off stdin (a test that reads stdin, honest or not, must not
+    take the spec's second line: it reads an empty input, as in the suites' runs)."""
+    _SPEC_INPUT.append(os.dup(0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+
+
 def wait_for_spec(path, limit_s=600.0):
     """The spec, once the harness has written it (generation runs meanwhile); ``-``: the
-    whole of stdin (the harness closes it after the spec; the outer timeout bounds it)."""
+    first line of stdin (a second line follows when the spec says ``killers_later``)."""
     if path == "-":
-        return json.load(sys.stdin)
+        return read_spec_line()
     end = time.monotonic() + limit_s
     while True:
         try:
@@ -298,14 +522,22 @@ def main(spec_path, out_path):
     for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MUTANT_UNDER_TEST"):
         os.environ.pop(var, None)
     import mutmut_adapter
+    try:  # registered by object, never through an entry point (run_pytest._child)
+        import pytest_timeout
+    except ImportError:  # a host run of the runner without the plugin
+        pytest_timeout = None
 
     mutmut_adapter.use_neutral_config()
     sys.stdout.write(json.dumps({"started": {"pid": os.getpid()}}) + "\n")
     sys.stdout.flush()
     spec = wait_for_spec(spec_path)
+    spec_at = time.monotonic()
     if "abort" in spec:
         return 0
+    if spec_path == "-":
+        _hide_spec_input()
     sys.path.append(spec["root"])
+    sys.path.extend(spec.get("pythonpath", []))  # the task's, after the repo like the repo
     os.chdir(spec["root"])
     out = _writer(os.dup(1), str(spec.get("nonce", "")))
     log = f"{out_path}.log"
@@ -313,7 +545,8 @@ def main(spec_path, out_path):
         os.dup2(fh.fileno(), 1)
         os.dup2(fh.fileno(), 2)
     session = MutationSession(spec, mutmut_adapter, out)
-    code = pytest.main(spec["pytest_args"], plugins=[session])
+    session.spec_at = spec_at
+    code = pytest.main(spec["pytest_args"], plugins=[p for p in (pytest_timeout, session) if p])
     with open(log, "rb") as fh:  # the session's output tail, last
         out({"output": fh.read()[-4000:].decode("utf-8", "replace")})
     return int(code)

@@ -77,12 +77,28 @@ def strip_pragmas(code: str, lines: set[int]) -> str:
     return "".join(out)
 
 
+#: Repo dirs on ``sys.path`` besides the repo (the task's ``pythonpath``): a file under one
+#: imports by its path below it. Set per request (:func:`set_import_roots`).
+IMPORT_ROOTS: list[str] = []
+
+
+def set_import_roots(roots) -> None:
+    """Use ``roots`` (repo-relative dirs) for :func:`module_name`, longest first."""
+    IMPORT_ROOTS[:] = sorted((r.strip("/") for r in roots or () if r.strip("/")),
+                             key=lambda r: -r.count("/"))
+
+
 def module_name(path: str) -> str:
-    """Import name of a repo-relative ``.py`` path (``src/`` layout stripped, as mutmut does)."""
+    """Import name of a repo-relative ``.py`` path: below the deepest import root holding
+    it, else from the repo (``src/`` layout stripped, as mutmut does)."""
+    for root in IMPORT_ROOTS:
+        if path.startswith(root + "/"):
+            path = path[len(root) + 1:]
+            break
     parts = path[:-3].split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    if parts and parts[0] == "src":
+    if not IMPORT_ROOTS and parts and parts[0] == "src":
         parts = parts[1:]
     return ".".join(parts)
 
@@ -115,28 +131,95 @@ def _diff(path: str, module, func, start: int, mutated) -> str:
     return "\n".join(out)
 
 
-def touched_statements(code: str, lines: set[int]) -> list[tuple[int, int]]:
-    """1-based inclusive line ranges (decorators included) of the top-level ``def`` and
-    ``class`` statements holding any of ``lines``: the only places mutmut makes mutants."""
-    spans = []
+class Part:
+    """What goes through mutmut on its own: a top-level function or class
+    (``header`` None: lines ``start``..``end``), or one method of a top-level class
+    (``header``: the class's decorator and header lines ``top[0]``..``header``, followed
+    by the method's lines ``start``..``end``; ``top``: the whole class's span). A method
+    alone keeps generation proportional to the method, not to its class (a 3,500-line
+    class took seconds per rollout), and mutmut's scope for it is the same: methods of
+    top-level classes (``_owners``)."""
+
+    def __init__(self, start: int, end: int, header: int | None = None,
+                 top: tuple[int, int] | None = None):
+        self.start, self.end, self.header = start, end, header
+        self.top = top or (start, end)
+
+    def text(self, src: list[str]) -> str:
+        head = src[self.top[0] - 1:self.header] if self.header is not None else []
+        return "".join(head + src[self.start - 1:self.end])
+
+    def to_file(self, line: int) -> int:
+        """Line number in the file of ``line`` of :meth:`text`."""
+        if self.header is None:
+            return self.start + line - 1
+        head = self.header - self.top[0] + 1
+        return self.top[0] + line - 1 if line <= head else self.start + line - head - 1
+
+    def to_text(self, line: int) -> int:
+        """Inverse of :meth:`to_file` for a line of the method (or statement)."""
+        if self.header is None:
+            return line - self.start + 1
+        return self.header - self.top[0] + 1 + line - self.start + 1
+
+
+def _start(node) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+
+
+def _method_parts(node, src: list[str], lines: set[int]) -> list[Part] | None:
+    """One :class:`Part` per method of class ``node`` holding any of ``lines``; None when
+    the class cannot be split (its first body statement on its header line, a method
+    whose text with the header alone does not parse as that class and that method)."""
+    top = (_start(node), node.end_lineno)
+    header = _start(node.body[0]) - 1
+    if header < node.lineno:
+        return None
+    parts = []
+    for meth in node.body:
+        if not isinstance(meth, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue  # mutmut makes no mutant outside a function
+        part = Part(_start(meth), meth.end_lineno, header, top)
+        if not any(part.start <= n <= part.end for n in lines):
+            continue
+        try:
+            tree = ast.parse(part.text(src))
+        except SyntaxError:
+            return None
+        if (len(tree.body) != 1 or not isinstance(tree.body[0], ast.ClassDef)
+                or [getattr(b, "name", None) for b in tree.body[0].body] != [meth.name]):
+            return None
+        parts.append(part)
+    return parts
+
+
+def touched_parts(code: str, lines: set[int]) -> list[Part]:
+    """The :class:`Part` s holding any of ``lines``, in file order: top-level functions,
+    and the touched methods of top-level classes (the whole class when it cannot be
+    split, see :func:`_method_parts`)."""
+    src = code.splitlines(keepends=True)
+    parts = []
     for node in ast.parse(code).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if any(start <= n <= node.end_lineno for n in lines):
-                spans.append((start, node.end_lineno))
-    return spans
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        start = _start(node)
+        if not any(start <= n <= node.end_lineno for n in lines):
+            continue
+        split = _method_parts(node, src, lines) if isinstance(node, ast.ClassDef) else None
+        parts.extend(split if split is not None else [Part(start, node.end_lineno)])
+    return parts
 
 
 class _Statement:
-    """One top-level statement holding changed lines: its mutmut module and the mutations
-    on those lines (``kept``: (mutation, function node, line in the file))."""
+    """One :class:`Part` holding changed lines: its mutmut module and the mutations on
+    those lines (``kept``: (mutation, function node, line in the file))."""
 
-    def __init__(self, path: str, start: int, end: int, text: str, local: set[int]):
+    def __init__(self, path: str, part: Part, text: str, local: set[int]):
         from libcst.metadata import MetadataWrapper, PositionProvider
         from mutmut.mutation.file_mutation import create_mutations
 
-        self.path, self.start, self.end, self.text = path, start, end, text
-        shift = start - 1
+        self.path, self.part, self.text = path, part, text
+        self.start, self.end = part.start, part.end
         (self.module, mutations, self.ignored_classes,
          self.ignored_functions) = create_mutations(path, text, covered_lines=set(local))
         self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
@@ -150,9 +233,9 @@ class _Statement:
             line = self.positions[mut.original_node].start.line
             if line not in local:
                 raise RuntimeError(
-                    f"mutmut hook broken: mutant on line {line + shift} of {path}, "
-                    f"asked for {sorted(n + shift for n in local)}")
-            self.kept.append((mut, func, line + shift))
+                    f"mutmut hook broken: mutant on line {part.to_file(line)} of {path}, "
+                    f"asked for {sorted(part.to_file(n) for n in local)}")
+            self.kept.append((mut, func, part.to_file(line)))
 
     def names(self) -> list[str]:
         """The name each kept mutation gets when all are rendered (mutmut counts per
@@ -164,13 +247,14 @@ class _Statement:
             out.append(f"{modname}.{mangled}__mutmut_{counter[func]}")
         return out
 
-    def render(self, chosen: set[int]) -> tuple[str, list[dict]]:
+    def render(self, chosen: set[int]) -> tuple[str, str, str, list[dict]]:
         """mutmut's trampolined rendering with the kept mutations whose index is in
-        ``chosen`` only (the statement's text when none), and one dict per mutant."""
+        ``chosen`` only, as (module-level text before the part's top-level statement, the
+        part's replacement, module-level text after that statement), and one dict per
+        mutant; ``("", the part's own text, "", [])`` when none is chosen."""
         from mutmut.mutation.file_mutation import combine_mutations_to_source, deep_replace
 
         modname, counter, muts, infos = module_name(self.path), {}, [], []
-        shift = self.start - 1
         for i, (mut, func, line) in enumerate(self.kept):
             if i not in chosen:
                 continue
@@ -182,10 +266,12 @@ class _Statement:
                 "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": self.path,
                 "line": line, "function": f"{modname}.{mangled}",
                 "diff": _diff(self.path, self.module, func,
-                              self.positions[func].start.line + shift, mutated),
+                              self.part.to_file(self.positions[func].start.line), mutated),
             })
         if not muts:
-            return self.text, []
+            src = self.text.splitlines(keepends=True)
+            own = src[len(src) - (self.end - self.start + 1):]
+            return "", "".join(own), "", []
         result = combine_mutations_to_source(self.module, muts, self.ignored_classes,
                                              self.ignored_functions)
         expected = {i["name"].rpartition(".")[2] for i in infos}
@@ -196,32 +282,72 @@ class _Statement:
         if not sep or head.strip():
             raise RuntimeError("mutmut hook broken: the rendering does not start with "
                                f"{trampoline_imports.strip()!r}")
-        return body.lstrip("\n"), infos
+        body = body.lstrip("\n")
+        if self.part.header is None:
+            return "", body, "", infos
+        return (*_split_method(body, self.text, self.part), infos)
+
+
+def _split_method(rendered: str, text: str, part: Part) -> tuple[str, str, str]:
+    """(before, method replacement, after) of mutmut's rendering of a method ``part``
+    (its class header and the method alone, ``text``): the module-level lines mutmut puts
+    before and after the class (its mutant dict and the dict's entries) and the class body
+    it wrote in place of the method. Raises RuntimeError when the rendering does not hold
+    the class header unchanged."""
+    lines = rendered.splitlines(keepends=True)
+    classes = [n for n in ast.parse(rendered).body if isinstance(n, ast.ClassDef)]
+    head = "".join(text.splitlines(keepends=True)[:part.header - part.top[0] + 1])
+    if len(classes) != 1:
+        raise RuntimeError("mutmut hook broken: a method's rendering holds "
+                           f"{len(classes)} classes")
+    first, last = _start(classes[0]), classes[0].end_lineno
+    klass = "".join(lines[first - 1:last])
+    if not klass.startswith(head):
+        raise RuntimeError("mutmut hook broken: a method's rendering changed its class header")
+    return "".join(lines[:first - 1]), klass[len(head):], "".join(lines[last:])
 
 
 def _statements(path: str, code: str, lines: set[int]) -> tuple[str, list[_Statement]]:
     code = strip_pragmas(code, lines)
     src = code.splitlines(keepends=True)
     out = []
-    for start, end in touched_statements(code, lines):
-        local = {n - start + 1 for n in lines if start <= n <= end}
-        out.append(_Statement(path, start, end, "".join(src[start - 1:end]), local))
+    for part in touched_parts(code, lines):
+        local = {part.to_text(n) for n in lines if part.start <= n <= part.end}
+        out.append(_Statement(path, part, part.text(src), local))
     return code, out
 
 
 def _render_file(code: str, statements: list[_Statement], chosen: list[set[int]]
                  ) -> tuple[str, list[dict]]:
+    """``code`` with each statement's rendering in place: a part's replacement over its
+    lines, the module-level text mutmut adds for a method before and after its class, and
+    mutmut's import before the first top-level statement that got mutants."""
     src = code.splitlines(keepends=True)
-    out, infos, done = [], [], 0
+    before: dict[int, list[str]] = {}
+    after: dict[int, list[str]] = {}
+    replace: dict[int, tuple[int, str]] = {}
+    infos: list[dict] = []
     for st, picks in zip(statements, chosen, strict=True):
-        body, found = st.render(picks)
-        out.append("".join(src[done:st.start - 1]))
+        pre, body, post, found = st.render(picks)
+        top = st.part.top
         if found and not infos:
-            out.append(trampoline_imports.strip() + "\n")
-        out.append(body)
+            before.setdefault(top[0], []).insert(0, trampoline_imports.strip() + "\n")
+        before.setdefault(top[0], []).append(pre)
+        after.setdefault(top[1], []).append(post)
+        replace[st.start] = (st.end, body)
         infos.extend(found)
-        done = st.end
-    out.append("".join(src[done:]))
+    out, i = [], 1
+    while i <= len(src):
+        out.extend(before.get(i, ()))
+        if i in replace:
+            j, body = replace[i]
+            out.append(body)
+        else:
+            j = i
+            out.append(src[i - 1])
+        for k in range(i, j + 1):
+            out.extend(after.get(k, ()))
+        i = j + 1
     return "".join(out), infos
 
 
@@ -252,10 +378,12 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
                  seed: int = 0) -> tuple[dict[str, str], list[dict], list[str]]:
     """Mutants of every file: ``sources`` maps repo path -> (code, changed lines).
 
-    Each top-level statement holding a changed line goes through mutmut on its own (its
-    text alone, line numbers shifted back), and mutmut's trampolined rendering replaces it
-    in the file; mutmut's import goes before the first one. Parsing only those statements
-    keeps generation proportional to the code the patch touched, not to the file.
+    Each top-level function, and each method of a top-level class, holding a changed line
+    goes through mutmut on its own (its text alone, a method with its class's header; line
+    numbers mapped back: :class:`Part`), and mutmut's trampolined rendering replaces it in
+    the file (for a method, mutmut's module-level lines go before and after its class);
+    mutmut's import goes before the first one. Parsing only those parts keeps generation
+    proportional to the code the patch touched, not to the file or the class.
 
     With more than ``max_mutants`` mutations in all, a sample of ``max_mutants`` is drawn
     *before* rendering, the way ``proctor.suites.mutation.select_mutants`` draws it
@@ -312,6 +440,7 @@ def _generate_spec(spec_path: str) -> int:
                 sources[path] = (fh.read(), set(lines))
         except (OSError, UnicodeDecodeError) as exc:  # unreadable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
+    set_import_roots(spec.get("import_roots"))
     rewritten, mutants, more = generate_all(sources, spec.get("max_mutants"),
                                             spec.get("seed", 0))
     for path, code in rewritten.items():
@@ -338,6 +467,7 @@ def _serve(stdin, stdout) -> int:
         try:
             request = json.loads(line)
             sources = {p: (f["code"], set(f["lines"])) for p, f in request["files"].items()}
+            set_import_roots(request.get("import_roots"))
             rewritten, mutants, errors = generate_all(sources, request.get("max_mutants"),
                                                       request.get("seed", 0))
             answer = {"files": rewritten, "mutants": mutants, "errors": errors}

@@ -119,7 +119,12 @@ def make_plugin(fd, nonce, repo, changed=None, skip=None):
     repo but a conftest.py"; ``skip``: ``{"ids": [...], "paths": [...]}``, test ids to
     deselect and collector ids (paths relative to the rootdir) not to collect, and
     optionally ``"only"`` (run no other test ids) with ``"keep"`` (but every test of these
-    files, absolute paths: the tripwires)."""
+    files, absolute paths: the tripwires), and ``"pristine"``: absolute path -> sha256 (hex)
+    of the hidden test files as the harness placed them; when collection ends and when
+    the session ends each must still hold those bytes, every collected test module among
+    them must have been imported from its own path, and a module in ``sys.modules`` under
+    the dotted name of one of them (its package chain on disk) must come from that file,
+    else a ``tamper`` record."""
     write, dumps, tag = os.write, json.dumps, nonce.encode() + b" "
 
     def send(obj):
@@ -194,6 +199,41 @@ def _is_subtest(report):
         is not None and hasattr(report.context, "kwargs")
 
 
+def _hidden_defs(pristine):
+    """[(module name, path, [(top-level def or class name, undecorated)])] of the hidden
+    ``.py`` files (``pristine``: absolute path -> sha256) but conftests, read from disk."""
+    import ast
+
+    out = []
+    for path in sorted(pristine):
+        name = _module_name(path)
+        if name is None:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        defs = [(n.name, not n.decorator_list) for n in tree.body if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        out.append((name, path, defs))
+    return out
+
+
+def _module_name(path):
+    """The dotted name a ``.py`` file at absolute ``path`` is imported as with pytest's
+    prepend mode (its package chain: the directories upward holding an ``__init__.py``,
+    as they are on disk now); None for a conftest or a non-Python file."""
+    d, base = os.path.split(path)
+    if not base.endswith(".py") or base == "conftest.py":
+        return None
+    parts = [] if base == "__init__.py" else [base[:-3]]
+    while os.path.isfile(os.path.join(d, "__init__.py")):
+        d, pkg = os.path.split(d)
+        parts.insert(0, pkg)
+    return ".".join(parts) or None
+
+
 class _ReportPlugin:
     def __init__(self, send, repo, suspects, channel=None, skip=None):
         self._send, self._repo, self._suspects = send, repo, suspects
@@ -205,6 +245,9 @@ class _ReportPlugin:
         self._keep = frozenset(os.path.realpath(str(p)) for p in skip.get("keep") or ())
         self._skip_paths = [str(p) for p in skip.get("paths") or ()]
         self._skip_abs = frozenset()
+        self._pristine = {os.path.realpath(str(k)): str(v)
+                          for k, v in (skip.get("pristine") or {}).items()}
+        self._defs = None if self._pristine else []
         self._tests = {}
         self._items = {}
         self._hooks = None
@@ -302,6 +345,7 @@ class _ReportPlugin:
         self._send({"k": "items", "ids": chunk, "last": True})
         for label, _ in _changed(self._everything):
             self._tamper(f"replaced during collection: {label}")
+        self._check_pristine(session.items)
         self._hooks = self._impls()
         for name, impls in self._hooks.items():
             for plugin, function in impls:
@@ -309,9 +353,82 @@ class _ReportPlugin:
                     self._tamper(f"code of the repository implements {name}: "
                                  f"{getattr(function, '__qualname__', function)!r:.80}")
 
+    def _check_defs(self):
+        """Each function and class a hidden file defines at its top level (``def``,
+        ``class``) is, in the module imported from that file, still one defined there: a
+        function whose code (through ``__wrapped__``) comes from the file, a class of that
+        module (an undecorated ``def`` must be a function); code run by the tests cannot
+        swap a hidden helper's function for its own. A decorated one's other values (a
+        decorator's object that wraps nothing) are not judged."""
+        if self._defs is None:
+            self._defs = _hidden_defs(self._pristine)
+        for name, path, defs in self._defs:
+            module = sys.modules.get(name)
+            if module is None or os.path.realpath(
+                    str(getattr(module, "__file__", "") or "")) != path:
+                continue  # not imported (yet), or the import check's business
+            ns = vars(module)
+            for key, plain in defs:
+                value = ns.get(key)
+                if isinstance(value, type):
+                    ok = value.__module__ == name
+                elif plain and not isinstance(value, types.FunctionType):
+                    ok = False  # an undecorated def is a function: not a stand-in object
+                else:
+                    inner = value
+                    for _ in range(32):
+                        if not hasattr(inner, "__wrapped__"):
+                            break
+                        inner = inner.__wrapped__
+                    code = getattr(inner, "__code__", None)
+                    ok = (not isinstance(inner, types.FunctionType) or code is not None
+                          and os.path.realpath(code.co_filename) == path)
+                if not ok:
+                    self._tamper(f"{name}.{key} of a hidden file was replaced: {path}")
+
+    def _check_pristine(self, items=()):
+        """The hidden test files still hold the bytes the harness placed, and the test
+        modules collected from them were imported from those files (not a module put into
+        ``sys.modules`` under their name, nor one the import system found elsewhere)."""
+        if not self._pristine:
+            return
+        import hashlib
+
+        for path, want in sorted(self._pristine.items()):
+            try:
+                with open(path, "rb") as fh:
+                    got = hashlib.sha256(fh.read()).hexdigest()
+            except OSError:
+                got = None
+            if got != want:
+                self._tamper(f"a hidden test file changed under the tests: {path}")
+        self._check_defs()
+        for path in sorted(self._pristine):
+            name = _module_name(path)
+            module = sys.modules.get(name) if name else None
+            if module is None:
+                continue
+            origin = getattr(module, "__file__", None)
+            if not origin or os.path.realpath(str(origin)) != path:
+                self._tamper(f"the module {name!r} of a hidden file was not imported from "
+                             f"it: {path}")
+        seen = set()
+        for item in items:
+            module = item.getparent(pytest.Module)
+            if module is None or id(module) in seen:
+                continue
+            seen.add(id(module))
+            path = os.path.realpath(str(module.path))
+            if path not in self._pristine:
+                continue
+            origin = getattr(getattr(module, "_obj", None), "__file__", None)
+            if not origin or os.path.realpath(str(origin)) != path:
+                self._tamper(f"a hidden test module was not imported from its file: {path}")
+
     def _check_item(self, item):
         for label, _ in _changed(self._call_path) + _changed(self._live):
             self._tamper(f"replaced under the tests: {label}")
+        self._check_defs()
         if self._hooks is not None and self._impls() != self._hooks:
             self._tamper("the hook implementations that decide verdicts changed")
         if "runtest" in vars(item):
@@ -419,6 +536,7 @@ class _ReportPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        self._check_pristine()
         for label, _ in _changed(self._everything):
             self._tamper(f"replaced by the end of the session: {label}")
         self._send({"k": "session", "exitstatus": int(exitstatus),

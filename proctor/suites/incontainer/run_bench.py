@@ -1,7 +1,8 @@
 """Run a task's benchmark command once and measure it (inside the sandbox).
 
-Usage: ``python -I -B run_bench.py REPO -- ARGV...``. Runs ARGV as a child with cwd=REPO and
-``PYTHONPATH=REPO``, its output captured (last 64 KiB kept). Prints one JSON line:
+Usage: ``python -I -B run_bench.py REPO [DIR...] -- ARGV...``. Runs ARGV as a child with
+cwd=REPO and ``PYTHONPATH=REPO:DIR...`` (the DIRs: the task's ``pythonpath``), its output
+captured (last 64 KiB kept). Prints one JSON line:
 ``{"exit_code", "wall_s", "max_rss_mib", "output"}``; ``max_rss_mib`` is the peak resident
 set size of the child processes (``getrusage(RUSAGE_CHILDREN)``, KiB on Linux).
 """
@@ -18,8 +19,10 @@ KEEP = 64 * 1024
 
 def main() -> None:
     repo, argv = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
+    # the repo, then the task's pythonpath (absolute, ':'-separated) when given
+    path = ":".join([repo, *sys.argv[2:sys.argv.index("--")]])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-           "PYTHONPATH": repo, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+           "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
     start = time.perf_counter()
     try:
         proc = subprocess.run(argv, cwd=repo, env=env, stdout=subprocess.PIPE,

@@ -1,9 +1,11 @@
 """Harness-owned pytest entry point, run inside the sandbox as
 ``python -I -B run_pytest.py REPO [--deadline S] [--item-timeout S] [--changed-from FILE]
-[--skip-from FILE] [--out-dir DIR] -- PYTEST_ARGS`` (``--changed-from``: a JSON list of the
-repo-relative paths the patch touched; ``--skip-from``: a JSON object ``{"ids", "paths"}``
-of tests already judged and modules already failed, for a later session of the same suite;
-``DIR``: where a result too big to print goes).
+[--skip-from FILE] [--out-dir DIR] [--pythonpath DIRS] [--reach-out FILE] -- PYTEST_ARGS``
+(``--changed-from``: a JSON list of the repo-relative paths the patch touched;
+``--skip-from``: a JSON object ``{"ids", "paths"}`` of tests already judged and modules
+already failed, for a later session of the same suite; ``DIR``: where a result too big to
+print goes; ``--reach-out``: the baseline's reach map is written there, see
+``reach_recorder.py``).
 
 Two processes (DESIGN section 5, "streamed to the harness"):
 
@@ -159,7 +161,8 @@ def _set_dumpable(flag):
     _prctl(PR_SET_DUMPABLE, flag)
 
 
-OWN_OPTIONS = ("--deadline", "--item-timeout", "--changed-from", "--skip-from", "--out-dir")
+OWN_OPTIONS = ("--deadline", "--item-timeout", "--changed-from", "--skip-from", "--out-dir",
+               "--pythonpath", "--reach-out")
 
 
 def _parse_argv(argv):
@@ -176,7 +179,7 @@ def _parse_argv(argv):
 
 
 def _read_skip(path):
-    """``{"ids", "paths", "only", "keep"}`` from ``--skip-from`` (see proctor_report's
+    """``{"ids", "paths", "only", "keep", "pristine"}`` from ``--skip-from`` (see proctor_report's
     ``make_plugin``; None: nothing to skip)."""
     if not path:
         return None
@@ -187,6 +190,8 @@ def _read_skip(path):
     out = {key: [str(v) for v in data.get(key) or ()] for key in ("ids", "paths", "keep")}
     if data.get("only") is not None:
         out["only"] = [str(v) for v in data["only"]]
+    if isinstance(data.get("pristine"), dict):
+        out["pristine"] = {str(k): str(v) for k, v in data["pristine"].items()}
     return out
 
 
@@ -204,7 +209,8 @@ def _free_fd():
             return fd
 
 
-def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
+def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=None,
+           reach_out=None):
     """Runs in the forked child: never returns."""
     try:
         _set_dumpable(True)  # only the supervisor needs hiding (and reads its fd table)
@@ -227,12 +233,22 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
         harness_dir = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, harness_dir)
         sys.path.append(repo)
+        # the task's pythonpath (':'-separated, absolute): after the repo, like the repo
+        sys.path.extend(d for d in (pythonpath or "").split(":") if d)
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
             os.environ.pop(var, None)
         import proctor_report
+        try:  # registered by object, never through an entry point (see below)
+            import pytest_timeout
+        except ImportError:  # a host run of the runner without the plugin
+            pytest_timeout = None
 
-        plugin = proctor_report.make_plugin(fd, nonce, repo, changed, skip)
+        plugins = [pytest_timeout, proctor_report.make_plugin(fd, nonce, repo, changed, skip)]
+        if reach_out:  # the baseline's extra session: which tests reach which functions
+            import reach_recorder
+
+            plugins.append(reach_recorder.ReachRecorder(repo, reach_out))
     except BaseException as exc:  # harness fault: no repo code has run yet
         os.write(2, f"\n{HARNESS_ERROR}the runner failed to start: {exc!r}\n".encode())
         os._exit(3)
@@ -240,7 +256,10 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None):
 
     code = 3
     try:
-        code = int(pytest.main(args, plugins=[plugin]))
+        # pytest resolves ``-p pytest_timeout`` through ``pytest11`` entry points as well,
+        # even with autoload off, and a ``*.dist-info`` the patch adds to the repo is one;
+        # a plugin registered under the name first is never looked up.
+        code = int(pytest.main(args, plugins=[p for p in plugins if p]))
     except BaseException:  # noqa: BLE001 - reported on the output; the exit status says it
         import traceback
 
@@ -643,7 +662,8 @@ def main():
         os.dup2(out_w, 2)
         os.close(out_w)
         os.setpgid(0, 0)
-        _child(repo, args, rec_w, nonce, own.get("changed_from"), fd, skip)
+        _child(repo, args, rec_w, nonce, own.get("changed_from"), fd, skip,
+               own.get("pythonpath"), own.get("reach_out"))
         os._exit(3)  # not reached
     os.close(rec_w)
     os.close(out_w)
