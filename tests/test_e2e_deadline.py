@@ -2,7 +2,7 @@
 whatever the patch does, and what the deadline keeps from running is the patch's honest
 failure, scored with its exact reward, never an error.
 
-The task: the red-team mini task (:mod:`tests.redteam.mini_task`) with ``per_test = 5``,
+The task: the red-team mini task (:mod:`tests.redteam.mini_task`) with ``per_test = 3``,
 ``per_suite = 30``, ``per_patch = 40``; its baseline is computed first (task preparation,
 not counted against the deadline). Before the deadline, code that hangs at import took
 71 s (one sandbox after the other) or 83 s (side by side) on this task: its mutation step
@@ -37,7 +37,7 @@ HANG_AT_IMPORT = {"calc/core.py": mini_task.CORE_BUGGY.replace(
     *mini_task.FIX)}
 #: A fix for the inputs the public tests use only: every hidden test (negative numbers,
 #: floats, strings, a single-element mean; and the tripwire hidden among them) hangs until
-#: its 5 s per-test timeout.
+#: its 3 s per-test timeout.
 HIDDEN_ALL_HANG = {"calc/core.py": mini_task.CORE_BUGGY.replace(
     "    return a - b\n",
     "    if type(a) is not int or a < 0:\n        while True:\n            pass\n"
@@ -53,7 +53,7 @@ def deadline_task(tmp_path_factory) -> Path:
     scratch = tmp_path_factory.mktemp("deadline-scratch")
     mini_task.build(dest, lambda repo, edits: make_patch(repo, edits, scratch))
     toml = dest / "task.toml"
-    toml.write_text(toml.read_text().replace("per_test = 10", "per_test = 5")
+    toml.write_text(toml.read_text().replace("per_test = 10", "per_test = 3")
                     .replace("per_suite = 60", "per_suite = 30")
                     .replace("per_patch = 300", f"per_patch = {PER_PATCH}"))
     return dest
@@ -124,7 +124,7 @@ def _assert_within_deadline(rec) -> None:
 def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepared,
                                                                  tmp_path):
     # One sandbox after the other: in each suite the import of the test module hangs until
-    # the supervisor kills it (5 * 1.2 + 2 s), the module is left out and a second session
+    # the supervisor kills it (3 * 1.2 + 2 s), the module is left out and a second session
     # runs the rest; nothing passes, so mutation is not measured and, progress being 0,
     # its weight is kept: -.25 * 1 - .35 * 1 - diff cost.
     task = prepared(backend)
@@ -155,8 +155,8 @@ def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepar
 def test_a_fix_whose_hidden_tests_all_hang_is_scored_within_the_deadline(backend, prepared,
                                                                         tmp_path):
     # The two sandboxes side by side (the default): public passes at once; every hidden
-    # test hangs 5 s (25 s with the tripwire); mutation then runs in what is left of the
-    # deadline (about 14 s, not its own 120 s plus 60 s for the killers) and finishes:
+    # test hangs 3 s (15 s with the tripwire); mutation then runs in what is left of the
+    # deadline (about 20 s, not its own 120 s plus 60 s for the killers) and finishes:
     # 10 mutants, 5 killed (4 of them by their timeout: the code hangs), 5 survive.
     # Progress p = .25 / .6; public c = 1, hidden c = 0 - 1 (its PASS_TO_PASS test hangs);
     # visible only .10 * (1 - 0).
