@@ -154,6 +154,20 @@ def test_the_agents_own_file_at_a_hidden_only_path_is_a_violation(tmp_path, upst
     assert rec.integrity.violated and f"{path}: hidden test file" in rec.integrity.reasons
 
 
+def test_only_hidden_paths_without_a_visible_file_are_forbidden(tmp_path):
+    from proctor.harness.forbidden import ForbiddenRules
+
+    task_dir = build(tmp_path / "task")
+    _write(task_dir / "repo", {"tests/test_hidden.py": VISIBLE_HIDDEN})
+    task = load_task(task_dir)
+    assert task.hidden_files == ["tests/helper.py", "tests/test_hidden.py"]
+    assert task.hidden_only_files == ["tests/helper.py"]
+    rules = ForbiddenRules.for_task(task.config.forbidden, task.hidden_only_files)
+    assert rules.match("tests/helper.py") == "hidden test file"
+    assert rules.match("Tests/Helper.py") == "hidden test file"  # compared case-folded
+    assert rules.match("tests/test_hidden.py") is None
+
+
 @pytest.mark.parametrize("upstream", [True, False], ids=["upstream-placement", "own-dir"])
 @pytest.mark.docker
 def test_an_edit_of_a_visible_file_a_hidden_one_replaces_is_no_violation_and_gains_nothing(

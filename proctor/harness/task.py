@@ -1,8 +1,10 @@
 """Task directories: ``task.toml`` + ``repo/`` + ``hidden/`` + optional ``reference.patch``.
 
 ``hidden/`` mirrors the repository layout: ``hidden/pkg/tests/test_x.py`` is a hidden
-test that upstream lives at ``pkg/tests/test_x.py``. Every such repo path is forbidden to
-patches. The agent only ever sees ``repo/``.
+test that upstream lives at ``pkg/tests/test_x.py``. Every such repo path with no file in
+``repo/`` is forbidden to patches (:attr:`Task.hidden_only_files`); a hidden file at the path
+of a visible one replaces it in the hidden run and leaves the visible file editable. The
+agent only ever sees ``repo/``.
 
 Example ``task.toml``::
 
