@@ -33,16 +33,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from proctor import load_task  # noqa: E402
-from proctor.harness.forbidden import ForbiddenRules  # noqa: E402
-from proctor.harness.integrity import PatchSummary, check_integrity  # noqa: E402
-from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public  # noqa: E402
-from proctor.harness.task import MutationConfig  # noqa: E402
-from proctor.harness.workspace import apply_patch, kill_user_processes  # noqa: E402
+from proctor.harness.integrity.check import check_integrity  # noqa: E402
+from proctor.harness.integrity.forbidden import ForbiddenRules  # noqa: E402
+from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox, run_hidden, run_public  # noqa: E402
+from proctor.harness.pipeline.workspace import apply_patch, kill_user_processes  # noqa: E402
+from proctor.patch.parse import PatchSummary  # noqa: E402
 from proctor.sandbox.base import Limits  # noqa: E402
 from proctor.sandbox.engine import docker_client  # noqa: E402
 from proctor.sandbox.image import resolve_image  # noqa: E402
 from proctor.suites import mutation  # noqa: E402
 from proctor.suites.mutation import run_mutation  # noqa: E402
+from proctor.task import MutationConfig  # noqa: E402
 
 MODULE = "toolz/itertoolz.py"
 FIXED_S, PER_MUTANT_S = 1.0, 0.030

@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from proctor import load_task, score  # noqa: E402
-from proctor.harness.workspace import REPO, apply_patch, prepare_repo  # noqa: E402
+from proctor.harness.pipeline.workspace import apply_patch, prepare_repo  # noqa: E402
 from proctor.sandbox.docker_backend import DockerSandbox  # noqa: E402
 from proctor.sandbox.engine import docker_client  # noqa: E402
 from proctor.sandbox.image import resolve_image  # noqa: E402
+from proctor.sandbox.layout import REPO  # noqa: E402
 
 TARGET_S = 1.5
 

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.batch import load_make_task  # noqa: E402
-from proctor.harness.batch import prepare_task  # noqa: E402
-from proctor.harness.executor import score  # noqa: E402
+from proctor.harness.batch.rollout import prepare_task  # noqa: E402
+from proctor.harness.pipeline.score import score  # noqa: E402
 
 PROMPT = "Fix getter.\n"
 

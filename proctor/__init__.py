@@ -13,11 +13,11 @@ from proctor.errors import (
     ProctorError,
     TaskConfigError,
 )
-from proctor.harness.batch import ascore, score_batch
-from proctor.harness.executor import score
-from proctor.harness.rollout_io import Rollout
-from proctor.harness.task import Task, load_task
+from proctor.harness.batch.rollout_io import Rollout
+from proctor.harness.batch.run import ascore, score_batch
+from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
+from proctor.task import Task, load_task
 from proctor.version import __version__
 
 __all__ = [

@@ -86,7 +86,7 @@ def score(
 
     Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
     configuration, 3 infrastructure error."""
-    from proctor.harness.executor import score as score_patch
+    from proctor.harness.pipeline.score import score as score_patch
 
     if str(patch) == "-":
         data = typer.get_binary_stream("stdin").read()
@@ -140,9 +140,9 @@ def task_check(
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
-    from proctor.harness.suites_in_sandbox import task_baseline
-    from proctor.harness.task import load_task
+    from proctor.harness.pipeline.suites_in_sandbox import task_baseline
     from proctor.sandbox.backends import check_required, choose_backend, resolve_env
+    from proctor.task import load_task
 
     try:
         loaded = load_task(task)

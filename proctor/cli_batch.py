@@ -1,6 +1,6 @@
 """``proctor batch``: rollouts JSONL in, rewards JSONL out, with a progress bar and a summary.
 
-Presentation only (progress, tables); the work is :func:`proctor.harness.batch.iter_batch`.
+Presentation only (progress, tables); the work is :func:`proctor.harness.batch.run.iter_batch`.
 Exit codes: 0 the batch finished (records may still have ``status: "error"``: see the
 summary), 2 bad usage (input unreadable, unknown executor or sandbox), 3 the batch finished
 but some rollouts hit infrastructure errors (kind ``blocked`` and friends: rerun with
@@ -26,10 +26,11 @@ from rich.progress import (
 from rich.table import Table
 
 from proctor.errors import TaskConfigError
-from proctor.harness.batch import BatchConfigError, BatchOptions, check_options, iter_batch
-from proctor.harness.batch_summary import BatchSummary, is_violation, summarize
-from proctor.harness.retry import RetryPolicy
-from proctor.harness.rollout_io import prepare_resume, read_rollouts
+from proctor.harness.batch.options import BatchConfigError, BatchOptions, check_options
+from proctor.harness.batch.retry import RetryPolicy
+from proctor.harness.batch.rollout_io import prepare_resume, read_rollouts
+from proctor.harness.batch.run import iter_batch
+from proctor.harness.batch.summary import BatchSummary, is_violation, summarize
 from proctor.record import RewardRecord
 
 EXIT_CONFIG, EXIT_INFRA = 2, 3

@@ -3,7 +3,7 @@
 An agent's bad patch is never an exception: it is an outcome with a reason
 (``empty_patch``, ``patch_unparseable``, ``did_not_apply``...). These exceptions are
 for the harness and the task author; they are caught once, at the edge
-(:func:`proctor.harness.executor.score`), and turned into a record with
+(:func:`proctor.harness.pipeline.score.score`), and turned into a record with
 ``status="error"`` and ``reward=None``.
 
     ProctorError

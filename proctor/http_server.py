@@ -22,11 +22,11 @@ for trusted networks only. Endpoints (JSON in, JSON out):
     only: reward 0.0, ``extra_logs["proctor_valid"]`` 0.0.
 
 Capacity (one pool for the whole server): ``workers`` sandbox slots
-(:func:`proctor.harness.slots.configure`) that every rollout of every request waits for.
+(:func:`proctor.harness.pipeline.slots.configure`) that every rollout of every request waits for.
 A request is admitted while the rollouts admitted and not finished, its own included, stay
 within ``workers + max_queue`` (a request finding none pending is always admitted);
 otherwise it gets a 503 with ``Retry-After`` (seconds). A client that goes away before its
-reply is cancelled (:mod:`proctor.harness.cancel`): its rollouts not started never start,
+reply is cancelled (:mod:`proctor.harness.pipeline.cancel`): its rollouts not started never start,
 its sandboxes are removed, nothing of it enters the result cache.
 
 Errors: 400 body is not JSON or not an object, 404 unknown path, 405 wrong method, 411 no
@@ -55,11 +55,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from proctor.harness import cancel, slots
-from proctor.harness.batch import BatchOptions
+from proctor.harness.batch.options import BatchOptions
+from proctor.harness.pipeline import cancel, slots
 from proctor.http_metrics import CONTENT_TYPE, ServeMetrics
 from proctor.record import RewardRecord
-from proctor.sandbox import cleanup
+from proctor.sandbox import cleanup, ownership
 from proctor.version import __version__
 
 MAX_BODY = 64 * 1024 * 1024
@@ -180,7 +180,7 @@ class Service:
         self.log_requests = log_requests
         slots.configure(self.workers)
         slots.reset_peak()
-        cleanup.reset_live_peak()
+        ownership.reset_live_peak()
         # Every admitted request gets a thread at once (its rollouts wait for slots there).
         self.pool = ThreadPoolExecutor(max_workers=self.workers + self.max_queue + 1,
                                        thread_name_prefix="proctor-serve")
@@ -191,7 +191,7 @@ class Service:
 
     def _gauges(self) -> dict[str, int]:
         s = slots.stats()
-        live, peak = cleanup.live_sandboxes()
+        live, peak = ownership.live_sandboxes()
         with self._lock:
             pending = self.pending
         return {"in_flight": s["in_use"], "queued": max(0, pending - s["in_use"]),
@@ -321,7 +321,7 @@ async def _route_score_batch(svc: Service, request: Request, body: dict) -> dict
     if len(req.rollouts) > svc.max_rollouts:
         raise HttpError(413, f"{len(req.rollouts)} rollouts, over the limit of "
                              f"{svc.max_rollouts} per request")
-    from proctor.harness.rollout_io import BatchItem, bad_input_record
+    from proctor.harness.batch.rollout_io import BatchItem, bad_input_record
 
     valid, out = [], [None] * len(req.rollouts)
     for i, obj in enumerate(req.rollouts):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.harness.added_lines import AddedLine, added_lines
+from proctor.patch.added_lines import AddedLine, added_lines
 from proctor.suites.secrets_scan import find_secrets, shannon_entropy
 from proctor.suites.suppressions import find_suppressions
 

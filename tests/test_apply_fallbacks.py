@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.executor import _git_paths_as_applied
-from proctor.harness.forbidden import ForbiddenRules
-from proctor.harness.integrity import PatchUnparseable, check_integrity, git_listed_paths
+from proctor.harness.integrity.check import check_integrity
+from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.harness.pipeline.score import _git_paths_as_applied
+from proctor.patch.parse import PatchUnparseable, git_listed_paths
 
 REDTEAM = Path(__file__).parent / "redteam"
 

@@ -4,7 +4,7 @@ CPython 3.11's AST constructor keeps its recursion depth in interpreter state; a
 switch while it builds the tree (a garbage collection running a ``__del__`` is enough)
 corrupts it ("SystemError: AST constructor recursion depth mismatch"), which made a rollout
 scored alongside others an ``internal_error``. Every host-side parse goes through one lock
-(:mod:`proctor.harness.ast_parse`; ruff's banned-api rule keeps it so). The test forces the
+(:mod:`proctor.patch.ast_parse`; ruff's banned-api rule keeps it so). The test forces the
 switches: cyclic garbage whose finalizers run Python code, and a tiny switch interval."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from proctor.harness import ast_parse
-from proctor.harness.suspicious_code import scan_source
+from proctor.harness.tamper.suspicious_code import scan_source
+from proctor.patch import ast_parse
 from proctor.suites.changed_code import changed_lines
 
 SOURCE = "def f(a):\n    return [[(a, {1: [a]})]]\n" * 300

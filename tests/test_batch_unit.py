@@ -15,21 +15,15 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import EngineUnavailable, InfraError, TaskConfigError
-from proctor.harness.batch import (
-    BatchConfigError,
-    BatchOptions,
-    PreparedTask,
-    RolloutScorer,
-    TaskPreparer,
-    check_options,
-    iter_batch,
-)
-from proctor.harness.batch_summary import summarize
-from proctor.harness.result_cache import ResultCache, result_key
-from proctor.harness.retry import RetryPolicy, with_retries
-from proctor.harness.rollout_io import BatchItem, Rollout, parse_jsonl, prepare_resume
-from proctor.harness.task import load_task
+from proctor.harness.batch.options import BatchConfigError, BatchOptions, check_options
+from proctor.harness.batch.result_cache import ResultCache, result_key
+from proctor.harness.batch.retry import RetryPolicy, with_retries
+from proctor.harness.batch.rollout import PreparedTask, RolloutScorer, TaskPreparer
+from proctor.harness.batch.rollout_io import BatchItem, Rollout, parse_jsonl, prepare_resume
+from proctor.harness.batch.run import iter_batch
+from proctor.harness.batch.summary import summarize
 from proctor.record import EnvInfo, ErrorInfo, RewardRecord
+from proctor.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK_TOML = 'id = "tiny"\nsources = ["pkg"]\n[tests]\npublic = ["test_a.py"]\n'
@@ -339,11 +333,12 @@ def test_cli_batch_usage_errors_exit_2(tmp_path):
 
 
 def test_score_batch_returns_input_order(monkeypatch, tmp_path, tiny_task):
-    import proctor.harness.batch as batch
+    import proctor.harness.batch.rollout as rollout
+    import proctor.harness.batch.run as batch
 
     fake = FakeScorer(delay=0.05)
-    monkeypatch.setattr(batch, "score", fake)
-    monkeypatch.setattr(batch, "prepare_task", lambda path, **kw: PreparedTask(
+    monkeypatch.setattr(rollout, "score", fake)
+    monkeypatch.setattr(rollout, "prepare_task", lambda path, **kw: PreparedTask(
         load_task(path), "img", "sha256:img"))
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
     rollouts = [{"task": str(tiny_task), "patch": "x" * i, "rollout_id": f"r{i}"}
@@ -358,7 +353,7 @@ def test_score_batch_returns_input_order(monkeypatch, tmp_path, tiny_task):
 def test_ascore_runs_concurrently(monkeypatch):
     import asyncio
 
-    import proctor.harness.batch as batch
+    import proctor.harness.batch.run as batch
 
     def slow_score(task, patch, **kw):
         time.sleep(0.3)
@@ -441,10 +436,10 @@ def test_overlap_by_default_only_while_workers_leave_cores_idle(monkeypatch):
 
 
 def test_default_scorer_passes_the_overlap_choice(monkeypatch):
-    from proctor.harness import batch
+    from proctor.harness.batch import rollout
 
     seen = []
-    monkeypatch.setattr(batch, "score", lambda *a, **kw: seen.append(kw["overlap"]))
+    monkeypatch.setattr(rollout, "score", lambda *a, **kw: seen.append(kw["overlap"]))
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     for overlap, want in ((None, True), (False, False), (True, True)):
         RolloutScorer(BatchOptions(workers=2, overlap=overlap)).scorer("task", b"patch")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.harness.task import BenchmarkConfig, TaskConfig, load_task
 from proctor.rewards.components import target_score
 from proctor.suites.benchmark import expand, parse_metric
+from proctor.task import BenchmarkConfig, TaskConfig, load_task
 
 BASE = {"id": "t", "sources": ["pkg"], "tests": {"public": ["tests"]}}
 

@@ -1,5 +1,5 @@
-"""The per-patch deadline (proctor/harness/deadline.py) and how the executor's steps use it:
-pure arithmetic on a fake clock, no sandbox."""
+"""The per-patch deadline (proctor/harness/pipeline/deadline.py) and how the executor's steps
+use it: pure arithmetic on a fake clock, no sandbox."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from proctor.errors import InfraError
-from proctor.harness import executor
-from proctor.harness.deadline import (
+from proctor.harness.pipeline import score as executor
+from proctor.harness.pipeline.deadline import (
     KILLERS_WAIT_SLACK_S,
     MIN_STEP_S,
     NOT_RUN_NOTE,
@@ -316,8 +316,8 @@ class _BenchSandbox:
 
 
 def test_benchmark_runs_share_their_time_and_say_when_it_ran_out(monkeypatch, clock):
-    from proctor.harness.task import BenchmarkConfig
     from proctor.suites import benchmark
+    from proctor.task import BenchmarkConfig
 
     monkeypatch.setattr(benchmark.time, "monotonic", clock)
     cfg = BenchmarkConfig(command=["x"], target=1.0, timeout_s=10, repeat=3)
@@ -342,9 +342,9 @@ def test_benchmark_runs_share_their_time_and_say_when_it_ran_out(monkeypatch, cl
 ])
 def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_out,
                                            expect_note):
-    from proctor.harness.task import BenchmarkConfig
     from proctor.record import Evidence
     from proctor.suites.benchmark import BenchmarkResult
+    from proctor.task import BenchmarkConfig
 
     cfg = BenchmarkConfig(command=["x"], target=1.0, timeout_s=10, repeat=3)
     given = []

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.deadline import NOT_RUN_NOTE
-from proctor.harness.diffstat import code_lines_changed
+from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
+from proctor.patch.diffstat import code_lines_changed
 from proctor.rewards.components import diff_cost
 from proctor.suites.mutation import NO_PROGRESS_NOTE
 from tests.redteam import mini_task

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from proctor import score
-from proctor.harness import suites_in_sandbox
+from proctor.harness.pipeline import suites_in_sandbox
 
 BUGGY_FILE = "toolz/itertoolz.py"
 pytestmark = pytest.mark.docker
@@ -102,7 +102,7 @@ def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_to
 def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
         toolz_task, toolz_patches, monkeypatch, opened, no_leaks, where):
     from proctor.errors import InfraError
-    from proctor.harness import executor
+    from proctor.harness.pipeline import score as executor
 
     def boom(*args, **kwargs):
         raise InfraError(f"boom in the {where} sandbox")
@@ -117,7 +117,7 @@ def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
 
 def test_what_the_hidden_run_left_running_is_gone_before_mutation(
         toolz_task, toolz_patches, make_toolz_patch, opened, no_leaks):
-    from proctor.harness.patched_text import patched_texts
+    from proctor.patch.patched_text import patched_texts
 
     original = (toolz_task / "repo" / BUGGY_FILE).read_text()
     fixed = patched_texts(toolz_patches["reference"].decode(), {BUGGY_FILE: original})

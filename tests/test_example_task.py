@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.task import load_task
+from proctor.task import load_task
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "toolz" / "make_task.py"
 

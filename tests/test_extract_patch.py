@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.workspace import APPLY_STRATEGIES
+from proctor.patch.apply import APPLY_STRATEGIES
 from proctor.rl import extract_patch
 
 

@@ -9,9 +9,10 @@ import pytest
 
 from proctor import load_task
 from proctor.errors import InfraError
-from proctor.harness.suites_in_sandbox import open_patched_sandbox
-from proctor.harness.workspace import REPO, check_restored, restore_public_tests_step
+from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
+from proctor.harness.pipeline.workspace import check_restored, restore_public_tests_step
 from proctor.sandbox.base import ExecResult
+from proctor.sandbox.layout import REPO
 from proctor.sandbox.steps import Step
 from proctor.suites import file_checks
 from proctor.suites.compile_check import compile_step, judge_compiles

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness import workspace
-from proctor.harness.diffstat import code_lines_changed
-from proctor.harness.hidden_names import RenamedTree
+from proctor.harness.pipeline import workspace
+from proctor.harness.pipeline.hidden_names import RenamedTree
+from proctor.patch.diffstat import code_lines_changed
 from proctor.rewards.components import diff_cost
 from tests.redteam import mini_task
 from tests.test_redteam_corpus import make_patch

@@ -1,4 +1,4 @@
-"""Hidden helper modules under random names (proctor.harness.hidden_names, issue 4): which
+"""Hidden helper modules under random names (proctor.harness.pipeline.hidden_names, issue 4): which
 files are helpers, where they go, and the exact rewrite of every import form."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.hidden_names import helper_units, rename_hidden_tree, rewrite_imports
-from proctor.harness.task import load_task
-from proctor.harness.workspace import plan_hidden_tests
+from proctor.harness.pipeline.hidden_names import helper_units, rename_hidden_tree, rewrite_imports
+from proctor.harness.pipeline.workspace import plan_hidden_tests
+from proctor.task import load_task
 from tests.redteam import mini_task
 
 NAMES = {"helpers": "helpers_pX", "support": "support_pX"}

@@ -13,7 +13,7 @@ import socket
 import pytest
 
 import proctor.http_server as hs
-from proctor.harness import slots
+from proctor.harness.pipeline import slots
 from proctor.record import EnvInfo, RewardRecord
 
 

@@ -12,14 +12,13 @@ import unicodedata
 
 import pytest
 
-from proctor.harness.forbidden import ForbiddenRules
-from proctor.harness.integrity import (
-    IntegrityVerdict,
+from proctor.harness.integrity.check import IntegrityVerdict, check_integrity
+from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.patch.parse import (
     PatchSummary,
     PatchUnparseable,
     PathRejected,
     TouchedPath,
-    check_integrity,
     git_listed_paths,
     normalise_path,
     parse_patch,

@@ -1,7 +1,8 @@
 """The project's lint rules (pyproject.toml [tool.ruff]) hold on the whole tree.
 
 Among them the banned-API rule that keeps every host-side ``ast.parse`` behind
-:mod:`proctor.harness.ast_parse`'s lock (CPython 3.11's AST constructor is not thread-safe)."""
+:mod:`proctor.patch.ast_parse`'s lock (CPython 3.11's AST constructor is not
+thread-safe)."""
 
 from __future__ import annotations
 

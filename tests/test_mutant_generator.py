@@ -12,7 +12,7 @@ import json
 import pytest
 
 from proctor import load_task, score
-from proctor.harness.suites_in_sandbox import open_task_sandbox
+from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox
 from proctor.sandbox.docker_backend import DockerSandbox
 from proctor.suites import mutant_generator
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON

@@ -15,8 +15,7 @@ import time
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.harness.integrity import PatchSummary, TouchedPath
-from proctor.harness.task import MutationConfig, load_task
+from proctor.patch.parse import PatchSummary, TouchedPath
 from proctor.sandbox.toolchain import SANDBOX_TOOLS
 from proctor.suites.mutation import (
     agent_test_files,
@@ -28,6 +27,7 @@ from proctor.suites.mutation import (
     score_verdicts,
     select_mutants,
 )
+from proctor.task import MutationConfig, load_task
 
 # --------------------------------------------------------------------------- pure core
 
@@ -286,10 +286,10 @@ def run_step(image: str, task, patch: bytes, timeout: float, killers_after_s: fl
     """Apply ``patch``, run both suites, then the mutation step with the tests that passed
     as killers (given ``killers_after_s`` seconds after the step asks for them, as a public
     run still going would). Returns (killers, MutationResult)."""
-    from proctor.harness.forbidden import ForbiddenRules
-    from proctor.harness.integrity import check_integrity
-    from proctor.harness.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
-    from proctor.harness.workspace import apply_patch, kill_user_processes
+    from proctor.harness.integrity.check import check_integrity
+    from proctor.harness.integrity.forbidden import ForbiddenRules
+    from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
+    from proctor.harness.pipeline.workspace import apply_patch, kill_user_processes
     from proctor.suites import mutation
 
     summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([]))

@@ -2,8 +2,8 @@
 
 import importlib.util
 
-from proctor.harness.diffstat import code_lines_changed
-from proctor.harness.patch_input import MAX_PATCH_BYTES, screen_patch
+from proctor.patch.diffstat import code_lines_changed
+from proctor.patch.screen import MAX_PATCH_BYTES, screen_patch
 from proctor.suites.pytest_runner import INCONTAINER, parse_records
 from proctor.suites.static_analysis import _tier
 

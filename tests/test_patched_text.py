@@ -1,4 +1,4 @@
-"""Pure apply of one file's hunks (proctor.harness.patched_text), checked against git."""
+"""Pure apply of one file's hunks (proctor.patch.patched_text), checked against git."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.patched_text import HunkMismatch, apply_file, file_diffs, patched_texts
+from proctor.patch.patched_text import HunkMismatch, apply_file, file_diffs, patched_texts
 
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
 

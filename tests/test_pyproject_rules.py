@@ -1,13 +1,13 @@
-"""pyproject.toml judged per section (proctor.harness.pyproject_rules) and in the integrity
-phase (check_integrity with the pristine texts)."""
+"""pyproject.toml judged per section (proctor.harness.integrity.pyproject_rules) and in the
+integrity phase (check_integrity with the pristine texts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from proctor.harness.forbidden import ForbiddenRules
-from proctor.harness.integrity import check_integrity
-from proctor.harness.pyproject_rules import judge_pyproject
+from proctor.harness.integrity.check import check_integrity
+from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.harness.integrity.pyproject_rules import judge_pyproject
 
 BASE = """\
 [build-system]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.integrity import PatchSummary, TouchedPath
+from proctor.patch.parse import PatchSummary, TouchedPath
 from proctor.suites.changed_code import changed_functions
 from proctor.suites.mutation import stats_skip
 from proctor.suites.reach import ReachMap, function_key, unreaching_tests

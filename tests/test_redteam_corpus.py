@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.added_lines import added_lines
-from proctor.harness.diffstat import code_lines_changed
-from proctor.harness.suspicious_code import penalty_indicator, scan_patch, violations
+from proctor.harness.tamper.suspicious_code import penalty_indicator, scan_patch, violations
+from proctor.patch.added_lines import added_lines
+from proctor.patch.diffstat import code_lines_changed
 from proctor.record import RewardRecord
 from proctor.rewards.components import diff_cost
 from tests.redteam import mini_task
@@ -202,7 +202,8 @@ def test_post_apply_tree_check_catches_a_path_the_integrity_phase_missed(
     # header trick might. git apply still writes it; the tree check must notice.
     import dataclasses
 
-    from proctor.harness import executor, integrity
+    from proctor.harness.integrity import check as integrity
+    from proctor.harness.pipeline import score as executor
 
     def blind_check(text, rules, git_paths=None, pristine_text=None):
         summary, verdict = integrity.check_integrity(text, rules, None, pristine_text)
@@ -274,7 +275,7 @@ def test_grader_words_in_comments_are_free_and_in_a_docstring_cost_only_their_li
         corpus_patch):
     """The issue's fix (grader words in ``add``'s docstring and comments) scored -1.0. It
     scores what the plain fix scores minus the diff cost of its docstring lines: comment
-    lines are free (proctor/harness/diffstat.py), a docstring is code. Plain fix: 2 code
+    lines are free (proctor/patch/diffstat.py), a docstring is code. Plain fix: 2 code
     lines, 0.999. Comments only: 0.999 exactly. Docstring + comments: 7 code lines (the old
     docstring and ``return`` removed, 4 non-blank docstring lines and ``return`` added),
     0.999 - 5 x 0.0005 = 0.9965."""

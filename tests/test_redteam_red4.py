@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.task import load_task
-from proctor.harness.workspace import restore_public_tests_step
+from proctor.harness.pipeline.workspace import restore_public_tests_step
+from proctor.task import load_task
 
 FOUND = Path(__file__).parent / "redteam" / "found"
 HONEST_MUTATION = 0.4

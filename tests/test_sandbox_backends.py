@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.harness.task import LimitsConfig
 from proctor.sandbox import backends
 from proctor.sandbox.base import BACKENDS, Limits
+from proctor.task import LimitsConfig
 
 
 def test_both_backends_are_registered():

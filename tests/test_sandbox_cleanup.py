@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.sandbox.cleanup import LABEL, is_stale, labels, pid_start_ticks
+from proctor.sandbox.ownership import LABEL, is_stale, labels, pid_start_ticks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ import uuid
 import pytest
 
 import proctor.http_server as hs
-from proctor.harness import slots
-from proctor.sandbox import cleanup
+from proctor.harness.pipeline import slots
+from proctor.sandbox import ownership
 
 pytestmark = pytest.mark.docker
 OWNER = ["org.proctor", f"org.proctor.owner_pid={os.getpid()}"]
@@ -67,7 +67,7 @@ def variants(toolz_make_task, toolz_task):
 @pytest.fixture(scope="module")
 def prepared(toolz_task, docker_ready):
     """The task's baseline, computed before any timing."""
-    from proctor.harness.batch import prepare_task
+    from proctor.harness.batch.rollout import prepare_task
 
     return prepare_task(toolz_task)
 
@@ -144,7 +144,7 @@ def test_six_one_query_clients_share_two_sandbox_slots(serve, prepared, toolz_ta
             t.join()
     assert [r[0] for r in replies] == [200] * 6
     assert all(r[2]["rewards"] == [pytest.approx(0.998)] for r in replies), replies
-    assert watch.peak <= 2 and cleanup.live_sandboxes()[1] <= 2
+    assert watch.peak <= 2 and ownership.live_sandboxes()[1] <= 2
     assert slots.stats()["peak"] <= 2
     m = metrics(port)
     assert m[("proctor_rollouts_total", (("status", "scored"),))] == 6
@@ -193,7 +193,7 @@ def _send_raw(port: int, path: str, body: dict) -> socket.socket:
 
 def test_client_gone_cancels_its_rollouts(serve, prepared, toolz_task, variants,
                                           docker_engine):
-    from proctor.harness.result_cache import ResultCache, result_key
+    from proctor.harness.batch.result_cache import ResultCache, result_key
 
     srv = serve(workers=1, max_queue=4)
     port = srv.server_address[1]
@@ -213,7 +213,7 @@ def test_client_gone_cancels_its_rollouts(serve, prepared, toolz_task, variants,
             and time.monotonic() < deadline:
         time.sleep(0.1)
     assert live_containers(docker_engine) == 0 and srv.service.pending == 0
-    assert slots.stats()["in_use"] == 0 and cleanup.live_sandboxes()[0] == 0
+    assert slots.stats()["in_use"] == 0 and ownership.live_sandboxes()[0] == 0
     cache = ResultCache()
     for patch in (running, queued):
         key = result_key(hashlib.sha256(patch.encode()).hexdigest(),

@@ -1,4 +1,4 @@
-"""The cap on concurrent sandboxes (:mod:`proctor.harness.slots`): in-process and across
+"""The cap on concurrent sandboxes (:mod:`proctor.harness.pipeline.slots`): in-process and across
 processes of one cache dir, timeouts, cancellation, bad configuration; and, with real
 Docker, ``proctor.score`` from many threads never has more live sandboxes than the cap, and
 the wait for a slot is not charged to the per-patch deadline."""
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness import cancel, slots
-from proctor.sandbox import cleanup
+from proctor.harness.pipeline import cancel, slots
+from proctor.sandbox import ownership
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +123,7 @@ def test_cancel_ends_the_wait():
 def test_cap_is_shared_by_processes_of_one_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path))
     slots.configure(1)
-    code = ("import sys, time\nfrom proctor.harness import slots\nslots.configure(1)\n"
+    code = ("import sys, time\nfrom proctor.harness.pipeline import slots\nslots.configure(1)\n"
             "with slots.acquire():\n    print('held', flush=True)\n    sys.stdin.readline()\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True,
@@ -152,11 +152,11 @@ def _our_live_containers(client) -> int:
 
 @pytest.mark.docker
 def test_concurrent_scores_never_exceed_the_cap(docker_engine, toolz_task, toolz_patches):
-    from proctor.harness.executor import score
+    from proctor.harness.pipeline.score import score
 
     slots.configure(2)
     score(toolz_task, toolz_patches["reference"])  # the task's preparation, once
-    cleanup.reset_live_peak()
+    ownership.reset_live_peak()
     slots.reset_peak()
     peak_docker, stop = [0], threading.Event()
 
@@ -184,14 +184,14 @@ def test_concurrent_scores_never_exceed_the_cap(docker_engine, toolz_task, toolz
         watcher.join()
     assert [r.status for r in records] == ["scored"] * 4
     assert all(r.reward == pytest.approx(0.998) for r in records)
-    assert cleanup.live_sandboxes()[1] <= 2 and peak_docker[0] <= 2
+    assert ownership.live_sandboxes()[1] <= 2 and peak_docker[0] <= 2
     assert slots.stats()["peak"] == 2
     assert max(r.timing["slot_wait_s"] for r in records) > 0.5  # some of them queued
 
 
 @pytest.mark.docker
 def test_slot_wait_is_not_charged_to_the_deadline(tmp_path, toolz_task, toolz_patches):
-    from proctor.harness.executor import score
+    from proctor.harness.pipeline.score import score
 
     task = tmp_path / "task"
     shutil.copytree(toolz_task, task)
@@ -213,7 +213,7 @@ def test_slot_wait_is_not_charged_to_the_deadline(tmp_path, toolz_task, toolz_pa
 
 
 def test_bad_env_value_in_score_is_an_error_record(monkeypatch, toolz_task, toolz_patches):
-    from proctor.harness.executor import score
+    from proctor.harness.pipeline.score import score
 
     monkeypatch.setenv(slots.ENV, "lots")
     rec = score(toolz_task, toolz_patches["reference"])

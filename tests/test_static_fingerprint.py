@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.integrity import parse_patch
+from proctor.patch.parse import parse_patch
 from proctor.suites.pytest_runner import INCONTAINER
 from proctor.suites.snapshot import snapshot_step
 from proctor.suites.static_analysis import ERROR_RULES, STYLE_RULES

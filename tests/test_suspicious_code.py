@@ -1,4 +1,4 @@
-"""AST scan of code the patch adds to non-test files (proctor.harness.suspicious_code)."""
+"""AST scan of code the patch adds to non-test files (proctor.harness.tamper.suspicious_code)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from proctor.harness.suspicious_code import (
+from proctor.harness.tamper.suspicious_code import (
     SEVERITY,
     penalty_indicator,
     scan_patch,
@@ -398,7 +398,7 @@ def test_the_issue_s_fix_with_grader_words_in_its_docstring_finds_nothing():
 
 
 def test_the_word_table_covers_every_detector():
-    from proctor.harness import suspicious_code as sc
+    from proctor.harness.tamper import suspicious_code as sc
 
     for table in (sc.CI_VARIABLES, sc.FRAME_NAMES, sc.FRAME_ATTRS, sc.EXIT_NAMES,
                   sc.GRADER_MODULES, sc.DYNAMIC_CODE, sc.GRADER_STRINGS):

@@ -1,4 +1,4 @@
-"""The combined tamper verdict on an applied patch (proctor.harness.tamper.judge_tamper), pure:
+"""The combined tamper verdict on an applied patch (proctor.harness.tamper.tree.judge_tamper), pure:
 the patched tree is given as hashes and texts, as the in-sandbox report would give it."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 
-from proctor.harness.integrity import parse_patch
-from proctor.harness.tamper import PatchedTree, judge_tamper, pristine_hashes
+from proctor.harness.tamper.tree import PatchedTree, judge_tamper, pristine_hashes
+from proctor.patch.parse import parse_patch
 
 PRISTINE = {
     "pkg/core.py": "def add(a, b):\n    return a - b\n",
@@ -99,7 +99,7 @@ class _StubSandbox:
         self.report, self.truncated, self.calls = report, truncated, []
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None):
-        from proctor.harness.tamper import REPORT
+        from proctor.harness.tamper.tree import REPORT
         from proctor.sandbox.base import ExecResult
 
         self.calls.append((argv, stdin))
@@ -116,7 +116,7 @@ class _StubSandbox:
 def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
     import json
 
-    from proctor.harness.tamper import read_patched_tree
+    from proctor.harness.tamper.tree import read_patched_tree
 
     report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
     summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
@@ -133,7 +133,7 @@ def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
 def test_tree_report_printed_in_the_apply_command_needs_no_command_of_its_own():
     import json
 
-    from proctor.harness.tamper import read_patched_tree
+    from proctor.harness.tamper.tree import read_patched_tree
 
     report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
     summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
@@ -151,7 +151,7 @@ def test_tree_report_printed_in_the_apply_command_needs_no_command_of_its_own():
     sb = _StubSandbox(report, True)
     assert read_patched_tree(sb, "/work/repo", summary, printed=None, cut=True).hashes
     [(argv, _)] = sb.calls
-    from proctor.harness.tamper import REPORT
+    from proctor.harness.tamper.tree import REPORT
 
     assert REPORT in argv
 
@@ -180,7 +180,7 @@ def test_texts_judged_ahead_give_the_same_verdict_and_are_kept_only_for_the_same
     """The executor judges the texts the host predicts while the sandboxes are made; the
     verdict with that head start equals the one judged from the tree, and a prediction that
     differs from what the tree holds is judged again, never used."""
-    from proctor.harness.tamper import after_texts, judge_texts, predicted_texts, wanted_texts
+    from proctor.harness.tamper.tree import after_texts, judge_texts, predicted_texts, wanted_texts
 
     for rel, text in PRISTINE.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

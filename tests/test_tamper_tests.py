@@ -1,10 +1,11 @@
-"""Tests weakened / reference data altered, judged from the AST (proctor.harness.tamper_tests)."""
+"""Tests weakened / reference data altered, judged from the AST
+(proctor.harness.tamper.tests_weakened)."""
 
 from __future__ import annotations
 
 import pytest
 
-from proctor.harness.tamper_tests import compare_test_module, indicators, scan_test_changes
+from proctor.harness.tamper.tests_weakened import compare_test_module, indicators, scan_test_changes
 
 BASE = '''\
 import pytest

@@ -16,7 +16,7 @@ import pytest
 
 from proctor import load_task, score
 from proctor.errors import TaskConfigError
-from proctor.harness.diffstat import code_lines_changed
+from proctor.patch.diffstat import code_lines_changed
 from proctor.rewards.components import diff_cost
 from tests.test_redteam_corpus import make_patch
 

@@ -45,7 +45,7 @@ class Weights(BaseModel):
 
 #: Penalty weights for subtler cheating (each times an indicator in 0..1).
 #: ``suspicious_code`` (an addition to DESIGN section 3, issue 4): penalty-severity findings
-#: of :mod:`proctor.harness.suspicious_code` in code the patch adds to non-test files.
+#: of :mod:`proctor.harness.tamper.suspicious_code` in code the patch adds to non-test files.
 PENALTY_WEIGHTS: dict[str, float] = {
     "tests_weakened": 0.20,
     "reference_data_altered": 0.15,

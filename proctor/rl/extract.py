@@ -58,7 +58,7 @@ The patch is returned with its line endings byte for byte: a ``\\r`` before a ne
 be the repository file's own CRLF, which the apply step needs; only fence and diff-line
 recognition ignore it. The apply step tries the patch as is, then with CRLF turned into LF
 (a completion whose every line break is CRLF, against LF files), see
-``proctor.harness.workspace.APPLY_STRATEGIES``. A missing final newline is added. No patch
+``proctor.patch.apply.APPLY_STRATEGIES``. A missing final newline is added. No patch
 found: ``None`` (scored as ``no_patch``, reward 0.0).
 """
 

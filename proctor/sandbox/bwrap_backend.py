@@ -43,7 +43,7 @@ import weakref
 from pathlib import Path
 
 from proctor.errors import InfraError, TaskConfigError
-from proctor.sandbox import cleanup
+from proctor.sandbox import ownership
 from proctor.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ExecResult,
@@ -208,7 +208,7 @@ def remove_stale_dirs(*, expired: bool = True) -> list[str]:
             owner = json.loads((d / ".owner").read_text())
         except (OSError, ValueError):
             continue
-        if cleanup.is_stale(owner, expired=expired):
+        if ownership.is_stale(owner, expired=expired):
             _remove_dir(d)
             removed.append(str(d))
     return removed
@@ -256,7 +256,7 @@ class LocalSandbox(Sandbox):
                                                                 dir=sandbox_base()))
         self._uid = HOST_UID if _is_root() else os.getuid()
         self._mounts = dict(mounts or {})
-        cleanup.track(self)
+        ownership.track(self)
         try:
             self._prepare(ttl_s)
         except BaseException:
@@ -283,7 +283,7 @@ class LocalSandbox(Sandbox):
     def _prepare(self, ttl_s: float) -> None:
         root = self._root
         os.chmod(root, 0o755)
-        lbl = cleanup.labels(self.run_id, ttl_s)
+        lbl = ownership.labels(self.run_id, ttl_s)
         (root / ".owner").write_text(json.dumps(lbl))
         sizes = {"work": self.limits.disk_bytes, "tmp": self.limits.tmp_bytes,
                  "home": 64 * MiB, "proctor": 64 * MiB, "proctor/out": 64 * MiB,
@@ -482,7 +482,7 @@ class LocalSandbox(Sandbox):
     def close(self) -> None:
         with self._lock:
             root, self._root = self._root, None
-        cleanup.untrack(self)
+        ownership.untrack(self)
         for proc in list(self._procs):  # a run still going (another thread's, a signal's)
             if proc.poll() is None:
                 try:

@@ -36,7 +36,7 @@ from docker.utils.socket import frames_iter
 from requests.exceptions import RequestException
 
 from proctor.errors import InfraError
-from proctor.sandbox import cleanup
+from proctor.sandbox import ownership
 from proctor.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ExecResult,
@@ -47,7 +47,7 @@ from proctor.sandbox.base import (
 )
 from proctor.sandbox.engine import docker_client
 
-LABEL = cleanup.LABEL
+LABEL = ownership.LABEL
 #: Seconds between the in-container TERM and KILL, and extra host watchdog slack.
 KILL_AFTER_S = 3
 WATCHDOG_SLACK_S = 10
@@ -89,7 +89,8 @@ def writable_mounts(limits: Limits) -> dict[str, str]:
     user = "uid=1000,gid=1000,mode=0755"
     return {
         # root's and sticky: the user makes the repo there, and cannot rename what root
-        # makes (the hidden tests' directories, harness/workspace.place_hidden_tests)
+        # makes (the hidden tests' directories:
+        # proctor.harness.pipeline.workspace.place_hidden_tests)
         "/work": f"size={limits.disk_bytes},uid=0,gid=0,mode=1777",
         "/tmp": f"size={limits.tmp_bytes},mode=1777",
         HOME: f"size={64 * MiB},{user}",
@@ -116,7 +117,7 @@ class DockerSandbox(Sandbox):
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self._client = client or docker_client()
         self._container = None
-        cleanup.track(self)
+        ownership.track(self)
         try:
             binds = dict(mounts or {}) if self._can_bind() else {}
             try:
@@ -159,7 +160,7 @@ class DockerSandbox(Sandbox):
             mem_limit=lim.memory_bytes, memswap_limit=lim.memory_bytes,
             nano_cpus=int(lim.cpus * 1e9), pids_limit=lim.pids, ulimits=ulimits,
             security_opt=["no-new-privileges"], cap_drop=["ALL"],
-            labels=cleanup.labels(self.run_id, ttl_s), detach=True,
+            labels=ownership.labels(self.run_id, ttl_s), detach=True,
             mounts=[Mount(target=inside, source=str(host), type="bind", read_only=True)
                     for inside, host in binds.items()],
         )
@@ -346,7 +347,7 @@ class DockerSandbox(Sandbox):
 
     def close(self) -> None:
         container, self._container = self._container, None
-        cleanup.untrack(self)
+        ownership.untrack(self)
         if container is None:
             return
         try:

@@ -5,7 +5,7 @@ reused by every patch of the task.
 The requirements go into the tools venv (``/opt/proctor/venv``) with the tool pins as pip
 constraints, so a requirement can never move pytest or its plugins; a conflict is a task
 configuration error. The patched repo is never installed here: with ``install = true`` it goes
-to a directory of its own, per sandbox (:mod:`proctor.harness.install`), and the runners
+to a directory of its own, per sandbox (:mod:`proctor.harness.pipeline.install`), and the runners
 load no plugin through entry points (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``).
 
 Docker images are tagged ``proctor-task:<16 hex>`` (sha256 over the sandbox image id and the

@@ -127,3 +127,15 @@ def _run_once(sb: Sandbox, steps: list[Step], workdir: str, user: str | None
         timed_out = code in TIMEOUT_EXIT_CODES and duration >= s.timeout - 0.5
         results[s.name] = ExecResult(tuple(s.argv), code, m["out"], duration, timed_out)
     return results, res.truncated
+
+
+#: Shell: for each path in ``"$@"`` (relative), remove any parent that is not a real
+#: directory (a file or a symlink the patch put there), top down, so the pristine copy can
+#: go back (a file named like a public test directory would make the restore fail,
+#: an unscored ``error``).
+CLEAR_PARENTS_SH = (
+    'for p in "$@"; do rest=$p; cur=; '
+    'while case $rest in */*) true;; *) false;; esac; do '
+    'cur=${cur:+$cur/}${rest%%/*}; rest=${rest#*/}; '
+    'if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur"; fi; '
+    'done; done')

@@ -16,11 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from proctor.errors import TaskConfigError
-from proctor.harness.file_lock import file_lock
-from proctor.harness.task import Task
+from proctor.file_lock import file_lock
 from proctor.record import SuiteTests
 from proctor.suites.pytest_runner import harness_digest
 from proctor.suites.reach import ReachMap
+from proctor.task import Task
 from proctor.version import __version__
 
 SUITES = ("public", "hidden")

@@ -20,11 +20,11 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from proctor.harness.task import BenchmarkConfig
 from proctor.record import Evidence
 from proctor.rewards.components import target_score
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, RUNNER_FLAGS
+from proctor.task import BenchmarkConfig
 
 HARNESS_METRICS = ("wall_s", "max_rss_mib")
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"

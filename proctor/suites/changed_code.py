@@ -47,7 +47,7 @@ import tokenize
 from collections import defaultdict, deque
 from collections.abc import Iterable
 
-from proctor.harness import ast_parse
+from proctor.patch import ast_parse
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 #: Fields of a unit holding its child units.

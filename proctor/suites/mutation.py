@@ -7,7 +7,7 @@ How a mutant is made, chosen and judged, in order:
    then :func:`changed_code_lines` keeps those whose statement's AST changed
    (:mod:`proctor.suites.changed_code`: reformatting, comments and moved definitions make
    no mutants), reading the base from the task's repo and the patched text as the host
-   computes it (:func:`~proctor.harness.patched_text.patched_texts`; a file it cannot
+   computes it (:func:`~proctor.patch.patched_text.patched_texts`; a file it cannot
    compute keeps all its added lines).
 2. A throw-away copy in the sandbox, as root: the pristine repo with the patch applied
    (same ``git apply`` strategy), public test paths restored, hidden tests added, then the
@@ -48,17 +48,18 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from proctor.harness.integrity import PatchSummary
-from proctor.harness.patched_text import patched_texts
-from proctor.harness.task import Task
-from proctor.harness.workspace import APPLY_STRATEGIES, CLEAR_PARENTS_SH
+from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch.parse import PatchSummary
+from proctor.patch.patched_text import patched_texts
 from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
+from proctor.sandbox.steps import CLEAR_PARENTS_SH
 from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
 from proctor.suites.changed_code import changed_functions, changed_lines
 from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, RUNNER_FLAGS, SuiteRun
 from proctor.suites.reach import ReachMap, function_key, unreaching_tests
+from proctor.task import Task
 
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
 #: Per-mutant timeout = (FACTOR * sum of its covering tests' durations + CONSTANT) * contention.

@@ -53,13 +53,11 @@ from pathlib import Path
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import Sandbox
+from proctor.sandbox.layout import HARNESS_DIR, OUT_DIR, PYTHON
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire
 
 INCONTAINER = Path(__file__).parent / "incontainer"
-HARNESS_DIR = "/proctor/harness"
-OUT_DIR = "/proctor/out"
-PYTHON = "/opt/proctor/venv/bin/python"
 #: Interpreter flags of the runners that host the code under test (``run_pytest.py``,
 #: ``mutation_runner.py``, ``run_bench.py``): ``-I``'s isolation without its ``-E``
 #: (``-s``: no user site-packages, ``-P``: no script directory on ``sys.path``), so the

@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 
-from proctor.harness.ast_parse import parse
+from proctor.patch.ast_parse import parse
 
 #: Assertions that are false whatever ``{x}`` is (no ``__eq__`` of the code under test is
 #: involved: they compare containers or identities of the harness's own making).

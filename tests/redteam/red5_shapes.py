@@ -434,11 +434,11 @@ def with_tripwire_at(task: Path, files: dict[str, str], where: int) -> bytes:
     """``files`` as a patch (a comment line added to ``calc/shapes.py`` until it is so) whose
     public run puts the stand-alone tripwire at ``where`` among the public targets (0: before
     ``tests``, 1: after it): the place is drawn from the patch's sha256 and the task's
-    fingerprint (:func:`proctor.harness.suites_in_sandbox.suite_rng`)."""
+    fingerprint (:func:`proctor.harness.pipeline.suites_in_sandbox.suite_rng`)."""
     import hashlib
 
-    from proctor.harness.suites_in_sandbox import suite_rng
-    from proctor.harness.task import load_task
+    from proctor.harness.pipeline.suites_in_sandbox import suite_rng
+    from proctor.task import load_task
 
     fingerprint = load_task(task).fingerprint
     for k in range(200):

@@ -1,6 +1,6 @@
 """Every word the suspicious-code scan looks for, and the honest ways a fix mentions one.
 
-:data:`GROUPS` is built from the scan's own tables (:mod:`proctor.harness.suspicious_code`),
+:data:`GROUPS` is built from the scan's own tables (:mod:`proctor.harness.tamper.suspicious_code`),
 so a word added to a detector is covered here without anyone listing it. :data:`FORMS`
 are the texts an honest fix writes a word into (docstring, ``#`` comment, log message,
 exception message, warning / print, a table of help texts); none is a use, so each must
@@ -11,7 +11,7 @@ form (:func:`honest_core`).
 
 from __future__ import annotations
 
-from proctor.harness.suspicious_code import (
+from proctor.harness.tamper.suspicious_code import (
     CI_VARIABLES,
     DYNAMIC_CODE,
     EXIT_NAMES,

@@ -1,7 +1,7 @@
 """Forbidden paths for patches: the defaults of DESIGN section 4 plus a task's own.
 
 Rules match *normalised* repo-relative paths (see
-:func:`proctor.harness.integrity.normalise_path`), compared case-folded, never the raw
+:func:`proctor.harness.integrity.check.normalise_path`), compared case-folded, never the raw
 diff text. Pattern syntax is gitignore-like:
 
 * ``conftest.py``, ``*.pth``: no ``/`` inside, so the name matches at any depth;
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+
+from proctor.patch.parse import fold, normalise_path
 
 # (pattern, reason), checked in this order; the first hit gives the reason.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
@@ -30,7 +31,7 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("setup.cfg", "pytest/tox/setup configuration"),
     # Forbidden whole unless the caller judges it per section: check_integrity does when
-    # given the pristine texts (proctor.harness.pyproject_rules), so only edits of
+    # given the pristine texts (proctor.harness.integrity.pyproject_rules), so only edits of
     # [tool.pytest*], [tool.ruff*], [build-system], pytest entry points... are violations.
     ("pyproject.toml", "pyproject.toml (test, tool and build configuration)"),
     # Standalone equivalents of the forbidden pyproject sections (an addition to DESIGN).
@@ -89,11 +90,6 @@ TOOLING_MODULES = frozenset(
 MODULE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".so", ".pyd")
 
 
-def fold(path: str) -> str:
-    """The comparison key of a path: NFC, case-folded, NFC again (``casefold`` can denormalise)."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", path).casefold())
-
-
 @dataclass(frozen=True)
 class ForbiddenRules:
     """The forbidden paths of one task.
@@ -101,7 +97,7 @@ class ForbiddenRules:
     ``patterns`` and ``reasons`` are parallel tuples (a missing reason reads "forbidden by
     the task"). ``hidden_paths``: repo-relative paths of the hidden tests, forbidden as
     exact files; the executor passes those with no file at the same path in ``repo/``
-    (:attr:`proctor.harness.task.Task.hidden_only_files`): a hidden file that replaces a
+    (:attr:`proctor.task.Task.hidden_only_files`): a hidden file that replaces a
     visible one (an upstream test module the hidden version extends) leaves the visible
     file the agent's to edit, since the hidden file is placed over or apart from it after
     the patch. ``shadow_names``: top-level module names a patch must not add (stdlib +
@@ -134,8 +130,6 @@ class ForbiddenRules:
         Raises:
             ValueError: a hidden path is empty, absolute, or escapes the repo.
         """
-        from proctor.harness.integrity import normalise_path
-
         extras = tuple(p for p in (_normalise_pattern(x) for x in extra) if p)
         return cls(
             patterns=tuple(p for p, _ in DEFAULT_RULES) + extras,

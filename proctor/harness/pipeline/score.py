@@ -21,13 +21,13 @@ Agent mistakes are outcomes (``reason`` in the record); harness failures are exc
 caught once here and returned as ``status="error"`` with ``reward=None``.
 
 Every step after the task's preparation runs under the per-patch deadline
-(:class:`~proctor.harness.deadline.Deadline`: each step's timeout capped by what is left;
+(:class:`~proctor.harness.pipeline.deadline.Deadline`: each step's timeout capped by what is left;
 what it keeps from running is the patch's failure or the harness's, by who used the time).
 
-Steps 2 to 4 hold a sandbox slot (:mod:`proctor.harness.slots`, the cap on live sandboxes;
+Steps 2 to 4 hold a sandbox slot (:mod:`proctor.harness.pipeline.slots`, the cap on live sandboxes;
 the wait for it is not counted against the deadline); the overlapping second sandbox takes
 a second slot only when one is free at once, else the two sandboxes run one after the
-other. Sandboxes are adopted by the current :mod:`~proctor.harness.cancel` scope.
+other. Sandboxes are adopted by the current :mod:`~proctor.harness.pipeline.cancel` scope.
 """
 
 from __future__ import annotations
@@ -41,39 +41,38 @@ from functools import partial
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
-from proctor.harness import cancel, slots
-from proctor.harness.added_lines import added_lines
-from proctor.harness.deadline import (
+from proctor.harness.integrity.check import check_integrity
+from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.harness.integrity.shadowing import image_top_level_modules, shadowing_reasons
+from proctor.harness.pipeline import cancel, slots
+from proctor.harness.pipeline.deadline import (
     KILLERS_WAIT_SLACK_S,
     NOT_RUN_NOTE,
     Deadline,
     file_check_budgets,
     mutation_budgets,
 )
-from proctor.harness.diffstat import code_lines_changed
-from proctor.harness.forbidden import ForbiddenRules
-from proctor.harness.install import (
+from proctor.harness.pipeline.install import (
     INSTALL_FAILED,
     INSTALL_TIMEOUT_S,
     install_repo,
     repo_changes,
 )
-from proctor.harness.integrity import (
-    PatchSummary,
-    PatchUnparseable,
-    check_integrity,
-    git_listed_paths,
-)
-from proctor.harness.patch_input import ScreenedPatch, screen_patch
-from proctor.harness.shadowing import image_top_level_modules, shadowing_reasons
-from proctor.harness.suites_in_sandbox import (
+from proctor.harness.pipeline.suites_in_sandbox import (
     open_patched_sandbox,
     run_hidden,
     run_public,
     suite_rng,
     task_baseline,
 )
-from proctor.harness.tamper import (
+from proctor.harness.pipeline.workspace import (
+    check_restored,
+    kill_user_processes,
+    place_bench_dir,
+    restore_public_tests,
+    restore_public_tests_step,
+)
+from proctor.harness.tamper.tree import (
     TextVerdict,
     inspect_patched_tree,
     judge_texts,
@@ -82,16 +81,11 @@ from proctor.harness.tamper import (
     pristine_text,
     wanted_texts,
 )
-from proctor.harness.task import Task, load_task
-from proctor.harness.workspace import (
-    APPLY_STRATEGIES,
-    REPO,
-    check_restored,
-    kill_user_processes,
-    place_bench_dir,
-    restore_public_tests,
-    restore_public_tests_step,
-)
+from proctor.patch.added_lines import added_lines
+from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch.diffstat import code_lines_changed
+from proctor.patch.parse import PatchSummary, PatchUnparseable, git_listed_paths
+from proctor.patch.screen import ScreenedPatch, screen_patch
 from proctor.record import EnvInfo, ErrorInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.rewards.components import static_score
 from proctor.rewards.gate import gate_verdict
@@ -100,6 +94,7 @@ from proctor.rewards.weights import COMPONENTS
 from proctor.sandbox import cleanup
 from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
+from proctor.sandbox.layout import REPO
 from proctor.suites.baseline import Baseline, grade_suite
 from proctor.suites.benchmark import run_benchmark
 from proctor.suites.file_checks import run_file_checks
@@ -112,6 +107,7 @@ from proctor.suites.mutation import (
 from proctor.suites.pytest_runner import SuiteRun
 from proctor.suites.secrets_scan import find_secrets
 from proctor.suites.suppressions import find_suppressions
+from proctor.task import Task, load_task
 from proctor.version import __version__
 
 #: Reward of an honest failure that changed nothing measurable (empty, unparseable, did not
@@ -164,8 +160,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     the first score of a task (or of a process) computes and caches the sandbox
     environment, the baseline and the image's module list, which may take longer; every
     later score of the task finds them cached. Nor the wait for a sandbox slot
-    (``timing["slot_wait_s"]``, see :mod:`proctor.harness.slots`). See
-    :class:`~proctor.harness.deadline.Deadline` for what the deadline keeps from running
+    (``timing["slot_wait_s"]``, see :mod:`proctor.harness.pipeline.slots`). See
+    :class:`~proctor.harness.pipeline.deadline.Deadline` for what the deadline keeps from running
     and how it is scored.
     """
     started = time.monotonic()
@@ -390,7 +386,7 @@ def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, dat
 
 def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str
                            ) -> TextVerdict | None:
-    """:func:`~proctor.harness.tamper.judge_texts` of the texts the host predicts ``git
+    """:func:`~proctor.harness.tamper.tree.judge_texts` of the texts the host predicts ``git
     apply`` writes; None when it cannot predict them or the judging fails (then the real
     texts are judged)."""
     try:
@@ -421,7 +417,7 @@ def _files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pa
     patch runs; static from a snapshot of the changed files), then (``restore``) the
     pristine public tests put back for the public run: one sandbox command, each part with
     its own timeout (capped by the deadline,
-    :func:`~proctor.harness.deadline.file_check_budgets`) and evidence
+    :func:`~proctor.harness.pipeline.deadline.file_check_budgets`) and evidence
     (:mod:`proctor.suites.file_checks`). Returns whether the command ran (False only when
     the deadline kept it from running: then the public suite cannot run either)."""
     py_paths = _changed_python_files(summary)
@@ -661,7 +657,7 @@ def _measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: 
 
 def _git_paths_as_applied(data: bytes) -> set[str]:
     """Git's reading of the patch for the integrity cross-check, under every variant the
-    apply step may use (:data:`~proctor.harness.workspace.APPLY_STRATEGIES`: as is, with a
+    apply step may use (:data:`~proctor.patch.apply.APPLY_STRATEGIES`: as is, with a
     final newline, ``--recount``): the union of the paths of those git can parse. A patch
     only a fallback can read (no final newline, wrong hunk counts: common in model output)
     is checked and applied like any other, not refused as unparseable.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import unidiff
 
-from proctor.harness.integrity import PathRejected, normalise_path
+from proctor.patch.parse import PathRejected, normalise_path
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """New top-level modules that shadow what the sandbox image has installed (DESIGN section 4).
 
 The integrity phase already refuses the standard library and the pinned tools
-(:data:`proctor.harness.forbidden.TOOLING_MODULES`) without a container. Once the image is
+(:data:`proctor.harness.integrity.forbidden.TOOLING_MODULES`) without a container. Once the image is
 known, :func:`image_top_level_modules` lists every top-level module the harness interpreter
 of the image can import (``pkgutil.iter_modules`` over its ``sys.path``: stdlib and every
 installed distribution), once per image id, cached next to the baselines
@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Iterable
 
 from proctor.errors import InfraError
-from proctor.harness.forbidden import TOOLING_MODULES, ForbiddenRules, fold
-from proctor.harness.integrity import PatchSummary
+from proctor.harness.integrity.forbidden import TOOLING_MODULES, ForbiddenRules
+from proctor.patch.parse import PatchSummary, fold
 from proctor.sandbox.base import Limits
 from proctor.suites.baseline import cache_dir
 from proctor.suites.pytest_runner import PYTHON

@@ -64,7 +64,7 @@ Example ``task.toml``::
 baseline's and each patch's two) first runs ``pip install --no-index --no-deps
 --no-build-isolation --target /work/.proctor-site`` of a copy of ``repo/`` as the sandbox
 user, after the patch is applied and before the pristine public tests are put back
-(:mod:`proctor.harness.install`); the runners put that directory on ``sys.path`` after the
+(:mod:`proctor.harness.pipeline.install`); the runners put that directory on ``sys.path`` after the
 repo and ``pythonpath``. The build backend of ``repo/pyproject.toml`` ``[build-system]``
 (setuptools when there is none) and what it needs must be in the image or ``requirements``:
 the image's setuptools 66.1.1 needs ``wheel`` there. A base repo or reference patch that
@@ -91,9 +91,9 @@ from pydantic import (
 )
 
 from proctor.errors import TaskConfigError
-from proctor.harness.install import SITE_DIR
 from proctor.rewards.weights import Weights
 from proctor.sandbox.base import Limits
+from proctor.sandbox.layout import SITE_DIR
 
 TASK_FILE = "task.toml"
 
@@ -247,7 +247,7 @@ class TaskConfig(BaseModel):
     #: the repository as the rootdir, so they import their own package (``from . import
     #: helper``), the visible test directory's helper modules (``from common import x``)
     #: and are governed by the visible ``conftest.py`` files
-    #: (:func:`proctor.harness.workspace.plan_hidden_upstream`). Needs a backend that can
+    #: (:func:`proctor.harness.pipeline.workspace.plan_hidden_upstream`). Needs a backend that can
     #: make files root-owned: the Docker sandbox (the ``local`` one refuses the task with a
     #: TaskConfigError). False: they run from a fresh directory under ``/proctor`` of
     #: their own, as their own rootdir.
@@ -325,7 +325,7 @@ class Task(BaseModel):
         """What the runners put on ``sys.path`` after ``repo`` (the repository's path in the
         sandbox): the ``pythonpath`` entries as absolute paths under ``repo``, in order,
         then, with ``install = true``, the install's site directory
-        (:data:`proctor.harness.install.SITE_DIR`)."""
+        (:data:`proctor.sandbox.layout.SITE_DIR`)."""
         return [f"{repo}/{d}" for d in self.config.pythonpath] + (
             [SITE_DIR] if self.config.install else [])
 

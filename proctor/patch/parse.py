@@ -1,12 +1,11 @@
-"""The integrity phase (DESIGN section 2.1): which paths does a patch touch, and may it?
+"""A unified diff's touched paths, read from its *headers* only (DESIGN section 2.1).
 
-Runs before any copy or container. Paths come from the diff *headers* only, read twice:
-by ``unidiff`` and by a line scanner of our own that also sees what unidiff misses
-(mode-only changes, binary patches, ``diff --git`` lines whose ``---``/``+++`` name other
-paths, copies, symlinks, submodules). Hunk content is skipped by counting hunk lines, so
-a comment mentioning ``conftest.py`` is never a hit. :func:`git_listed_paths` gives git's
-own reading of the patch; :func:`check_integrity` cross-checks the two and applies the
-forbidden rules (:mod:`proctor.harness.forbidden`).
+Read twice: by ``unidiff`` and by a line scanner of our own that also sees what unidiff
+misses (mode-only changes, binary patches, ``diff --git`` lines whose ``---``/``+++`` name
+other paths, copies, symlinks, submodules). Hunk content is skipped by counting hunk lines,
+so a comment mentioning ``conftest.py`` is never a hit. :func:`git_listed_paths` gives
+git's own reading of the patch. :func:`normalise_path` and :func:`fold` are the one path
+key every rule compares with.
 
 A patch that cannot be parsed raises :class:`PatchUnparseable`: an honest failure of the
 agent, scored as such, never a harness error.
@@ -20,13 +19,11 @@ import shutil
 import subprocess
 import tempfile
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import unidiff
 
 from proctor.errors import InfraError
-from proctor.harness.forbidden import ForbiddenRules, fold
 
 DEV_NULL = "/dev/null"
 GIT_TIMEOUT_S = 60.0
@@ -87,14 +84,9 @@ class PatchSummary:
     renames: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class IntegrityVerdict:
-    """``violated`` iff ``reasons``; ``paths``: every touched path, sorted (normalised, plus
-    the rejected ones as shown in their reason)."""
-
-    violated: bool
-    reasons: tuple[str, ...]
-    paths: tuple[str, ...]
+def fold(path: str) -> str:
+    """The comparison key of a path: NFC, case-folded, NFC again (``casefold`` can denormalise)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", path).casefold())
 
 
 # --- paths -------------------------------------------------------------------------------
@@ -106,7 +98,8 @@ def normalise_path(raw: str, *, strip_prefix: bool = True) -> str:
     Strips trailing CR, undoes git's C-quoting (``"a/t\\303\\251st.py"``), drops the one
     ``a/`` or ``b/`` diff-side prefix (when ``strip_prefix``; pass False for ``rename
     from``/``copy to`` names, git's output and task paths), collapses ``//`` and ``./``,
-    applies Unicode NFC. Case is kept; compare with :func:`proctor.harness.forbidden.fold`.
+    applies Unicode NFC. Case is kept; compare with
+    :func:`proctor.harness.integrity.forbidden.fold`.
 
     Raises:
         PathRejected (a ValueError): empty, absolute, a ``..`` segment, a ``.git``
@@ -574,89 +567,3 @@ def _parse_numstat_summary(out: str) -> set[str]:
 
 def _find_all(s: str, sub: str) -> list[int]:
     return [m.start() for m in re.finditer(re.escape(sub), s)]
-
-
-# --- the verdict -------------------------------------------------------------------------
-
-
-def check_integrity(
-    text: str, rules: ForbiddenRules, git_paths: set[str] | None = None,
-    pristine_text: Callable[[str], str | None] | None = None, recount: bool = False,
-) -> tuple[PatchSummary, IntegrityVerdict]:
-    """Parse ``text``, match every touched path against ``rules``, cross-check with git.
-
-    Pure given ``git_paths`` (from :func:`git_listed_paths`; None skips the cross-check)
-    and ``pristine_text`` (repo path -> pristine text or None). With ``pristine_text``, a
-    ``pyproject.toml`` is judged per section (:mod:`proctor.harness.pyproject_rules`)
-    instead of forbidden whole.
-    Violations (DESIGN 2.1 and 4): a rejected path (``..``, absolute, ``.git/``); a
-    forbidden path (any kind, both sides of renames and copies); a binary patch; a
-    symlink or submodule; a git path (normalised, case-folded) the parser missed.
-    Reasons read ``"<path>: <why>"`` (rejected paths first, then by path), no duplicates.
-
-    Raises:
-        PatchUnparseable: from :func:`parse_patch`.
-    """
-    summary = parse_patch(text, recount)
-    reasons: dict[str, None] = {}
-    shown = {path for path, _ in summary.rejected}
-    for path, why in summary.rejected:
-        reasons[f"{path}: {why}"] = None
-    kind_reasons = {
-        "binary": "binary patch",
-        "symlink": "symlink (mode 120000)",
-        "submodule": "submodule (mode 160000)",
-    }
-    judged = _pyproject_judged(text, summary, pristine_text) if pristine_text else {}
-    for tp in summary.touched:  # sorted by path
-        if tp.path in judged:
-            for why in judged[tp.path]:
-                reasons[f"{tp.path}: {why}"] = None
-        if why := rules.match(tp.path, judged_pyproject=tp.path in judged):
-            reasons[f"{tp.path}: {why}"] = None
-        if tp.kind in kind_reasons:
-            reasons[f"{tp.path}: {kind_reasons[tp.kind]}"] = None
-    if git_paths is not None:
-        known = {fold(p) for p in summary.files}
-        for raw in sorted(git_paths):
-            try:
-                path = normalise_path(raw, strip_prefix=False)
-            except PathRejected as exc:
-                shown.add(exc.path)
-                reasons[str(exc)] = None
-                continue
-            if fold(path) not in known:
-                shown.add(path)
-                reasons[f"git touches {path} which the parser missed"] = None
-    paths = tuple(sorted(set(summary.files) | shown))
-    return summary, IntegrityVerdict(bool(reasons), tuple(reasons), paths)
-
-
-def _pyproject_judged(text: str, summary: PatchSummary,
-                      pristine_text: Callable[[str], str | None]) -> dict[str, list[str]]:
-    """pyproject path -> reasons (``[]``: allowed), for every pyproject.toml touched."""
-    from proctor.harness import patched_text, pyproject_rules
-
-    paths = {t.path for t in summary.touched if pyproject_rules.is_pyproject(t.path)}
-    if not paths:
-        return {}
-    before = {p: pristine_text(p) for p in paths}
-    try:
-        diffs = {fd.new_path or fd.old_path: fd for fd in patched_text.file_diffs(text)}
-    except patched_text.HunkMismatch:
-        diffs = {}
-
-    def after(path: str):
-        fd = diffs.get(path)
-        if fd is None:  # no hunks: mode change, rename... (judged by kind)
-            return before[path]
-        if fd.new_path is None:
-            return None
-        try:
-            return patched_text.apply_file(before.get(fd.old_path) if fd.old_path else None, fd)
-        except patched_text.HunkMismatch:
-            return pyproject_rules.UNKNOWN
-
-    pairs = [(t.path, t.kind) for t in summary.touched if t.path in paths]
-    found = pyproject_rules.pyproject_reasons(pairs, before.get, after)
-    return {p: found.get(p, []) for p in paths}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from proctor.harness.file_lock import file_lock
+from proctor.file_lock import file_lock
 from proctor.record import RewardRecord
 from proctor.suites.baseline import cache_dir
 from proctor.version import __version__

@@ -12,7 +12,7 @@ image does not have: a setuptools project needs ``wheel`` in the task's ``requir
 (tested with ``wheel==0.45.1``; ``setuptools>=70.1`` there should do as well, untried).
 
 The runners put :data:`SITE_DIR` on ``sys.path`` after the repository and the task's
-``pythonpath`` (:meth:`proctor.harness.task.Task.pythonpath_in`), so the repository's own
+``pythonpath`` (:meth:`proctor.task.Task.pythonpath_in`), so the repository's own
 files are imported first (a src layout wants ``pythonpath = ["src"]`` for that; mutants
 are made in the repository's files) and the installed ``*.dist-info`` is what
 ``importlib.metadata`` finds. :data:`SITE_DIR` is appended to ``sys.path``, never made a
@@ -34,10 +34,10 @@ import shlex
 from dataclasses import dataclass
 
 from proctor.sandbox.base import Sandbox
+from proctor.sandbox.layout import SITE_DIR
 from proctor.suites.pytest_runner import PYTHON
 
 #: Where the repository is installed (``pip install --target``), outside the repository.
-SITE_DIR = "/work/.proctor-site"
 #: Own timeout of the install step (seconds), before the deadline caps it.
 INSTALL_TIMEOUT_S = 120.0
 #: Bytes of pip's output kept (its tail) in the evidence and in error messages.

@@ -14,11 +14,8 @@ import tempfile
 from pathlib import Path
 
 from proctor.errors import TaskConfigError
-from proctor.harness.install import INSTALL_TIMEOUT_S, install_repo
-from proctor.harness.integrity import parse_patch
-from proctor.harness.task import Task
-from proctor.harness.workspace import (
-    REPO,
+from proctor.harness.pipeline.install import INSTALL_TIMEOUT_S, install_repo
+from proctor.harness.pipeline.workspace import (
     ApplyResult,
     kill_user_processes,
     place_hidden_tests,
@@ -29,12 +26,15 @@ from proctor.harness.workspace import (
     restore_public_tests,
     unplace_hidden_tests,
 )
+from proctor.patch.parse import parse_patch
 from proctor.sandbox.backends import open_sandbox
 from proctor.sandbox.base import Limits, Sandbox
+from proctor.sandbox.layout import REPO
 from proctor.suites.baseline import Baseline, cache_dir, load_or_compute_baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, SuiteRun, install_harness, run_suite
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
+from proctor.task import Task
 
 
 def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
@@ -57,7 +57,7 @@ def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
     patch applied, None without a patch). A patch that does not apply leaves the pristine
     repo (``applied`` False); the caller closes the sandbox either way. ``tree_paths``:
     the same command also runs the post-apply tree report (see
-    :func:`~proctor.harness.workspace.prepare_repo`)."""
+    :func:`~proctor.harness.pipeline.workspace.prepare_repo`)."""
     mounts = harness_mount()
     sb = open_sandbox(backend, image, limits, run_id, ttl_s, mounts)
     try:
@@ -166,9 +166,9 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,
     under ``/proctor``, their rootdir; with the task's ``hidden_at_upstream_path``, the
     patched repository at their upstream paths, the repository the rootdir, in directories
     the code under test can neither rename nor add to
-    (:func:`~proctor.harness.workspace.place_hidden_tests`; the plugin re-checks each
+    (:func:`~proctor.harness.pipeline.workspace.place_hidden_tests`; the plugin re-checks each
     file's bytes and that each hidden module was imported from its own file), taken out
-    again after (:func:`~proctor.harness.workspace.unplace_hidden_tests`). ``changed``:
+    again after (:func:`~proctor.harness.pipeline.workspace.unplace_hidden_tests`). ``changed``:
     the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
     ``fresh``: nothing of the patch ran in ``sb`` yet (only the copy and ``git apply``):
     nothing to kill, /tmp and HOME are still empty, so those two steps are skipped.

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from proctor.errors import InfraError, ProctorError
-from proctor.harness import cancel
+from proctor.harness.pipeline import cancel
 
 ENV = "PROCTOR_MAX_SANDBOXES"
 #: How often a waiter looks again for a slot file freed by another process, or for a
@@ -164,7 +164,7 @@ def acquire(timeout: float | None = None) -> Iterator[None]:
 
     Raises:
         SlotTimeout: none free within ``timeout``.
-        Cancelled: the current :mod:`~proctor.harness.cancel` scope was cancelled while
+        Cancelled: the current :mod:`~proctor.harness.pipeline.cancel` scope was cancelled while
             waiting.
         SlotConfigError: bad ``$PROCTOR_MAX_SANDBOXES``.
     """

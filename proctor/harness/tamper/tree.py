@@ -8,9 +8,9 @@ patch touches. Core: :func:`judge_tamper` (pure) combines
 * the **post-apply tree check**: every path whose digest differs from the pristine repo's
   (hashed on the host the same way) must be one the integrity phase listed, else violation;
 * ``pyproject.toml`` re-judged per section on its real patched text
-  (:mod:`proctor.harness.pyproject_rules`);
-* tests weakened / reference data altered (:mod:`proctor.harness.tamper_tests`);
-* suspicious code added to non-test files (:mod:`proctor.harness.suspicious_code`).
+  (:mod:`proctor.harness.integrity.pyproject_rules`);
+* tests weakened / reference data altered (:mod:`proctor.harness.tamper.tests_weakened`);
+* suspicious code added to non-test files (:mod:`proctor.harness.tamper.suspicious_code`).
 
 Result: violation reasons (reward -1.0), penalty indicators (0..1) and the findings, for
 ``rec.evidence["tamper"]``.
@@ -25,14 +25,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from proctor.errors import InfraError
-from proctor.harness import suspicious_code, tamper_tests
-from proctor.harness.forbidden import fold
-from proctor.harness.integrity import PatchSummary
-from proctor.harness.patched_text import patched_texts
-from proctor.harness.pyproject_rules import is_pyproject, judge_pyproject
-from proctor.harness.task import Task
+from proctor.harness.integrity.pyproject_rules import is_pyproject, judge_pyproject
+from proctor.harness.tamper import suspicious_code
+from proctor.harness.tamper import tests_weakened as tamper_tests
+from proctor.patch.parse import PatchSummary, fold
+from proctor.patch.patched_text import patched_texts
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
+from proctor.task import Task
 
 REPORT = "/tmp/proctor-tree.json"  # only when stdout would be over the output cap
 _GONE = {"deleted", "rename_from"}
@@ -101,7 +101,7 @@ def tree_report_argv(repo: str, out: str, paths_from: str) -> list[str]:
 def read_patched_tree(sb: Sandbox, repo: str, summary: PatchSummary, timeout: float = 60,
                       printed: str | None = None, cut: bool = False) -> PatchedTree:
     """The tree report of the patched repo: ``printed`` (what ``tree_report.py`` printed in
-    the apply command, :func:`~proctor.harness.workspace.prepare_repo`) when it is one;
+    the apply command, :func:`~proctor.harness.pipeline.workspace.prepare_repo`) when it is one;
     else (not asked there, failed, or ``cut`` at the output cap) the script runs here (as
     the sandbox user) and its JSON report is read from stdout, or from a file when stdout
     was (or, with ``cut``, would be) over the output cap. Nothing of the patch has run yet,

@@ -24,9 +24,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from proctor.harness.batch import BatchConfigError, BatchOptions, shared_rollout_scorer
-from proctor.harness.retry import BLOCKED
-from proctor.harness.rollout_io import BatchItem, Rollout, error_record
+from proctor.harness.batch.options import BatchConfigError, BatchOptions
+from proctor.harness.batch.retry import BLOCKED
+from proctor.harness.batch.rollout import shared_rollout_scorer
+from proctor.harness.batch.rollout_io import BatchItem, Rollout, error_record
 from proctor.record import RewardRecord
 
 DOCKER_SLOTS = "docker_slots"

@@ -1,105 +1,31 @@
-"""Batch scoring: many rollouts, parallel workers, one baseline per task, a result cache,
-retries of infrastructure errors. The library behind ``proctor batch`` and the trainers.
-
-Per rollout (:class:`RolloutScorer`, the same code in every executor)::
-
-    prepare the task once per process   load, resolve the image, baseline (file-locked:
-                                        no two workers on the host compute the same one)
-    result cache lookup                 (patch sha256, task fingerprint, image, version)
-    proctor.score                       the pipeline of DESIGN section 2
-    retry                               infrastructure errors only, then kind ``blocked``
-
-Executors (one interface, :func:`iter_batch`): ``local`` (a thread pool: the work happens in
-containers, the host threads mostly wait on Docker) and ``ray`` (one Ray task per group, see
-:mod:`proctor.harness.ray_executor`).
-"""
+"""One rollout, the same code in every executor: the task prepared once per process
+(:class:`TaskPreparer`), then per rollout a result-cache lookup, :func:`proctor.score` and
+retries of infrastructure errors (:class:`RolloutScorer`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import hashlib
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from proctor.errors import ProctorError, TaskConfigError
-from proctor.harness import cancel, slots
-from proctor.harness.executor import score
-from proctor.harness.result_cache import ResultCache, relabel, result_key
-from proctor.harness.retry import RetryPolicy, with_retries
-from proctor.harness.rollout_io import (
+from proctor.harness.batch.options import BatchOptions
+from proctor.harness.batch.result_cache import ResultCache, relabel, result_key
+from proctor.harness.batch.retry import with_retries
+from proctor.harness.batch.rollout_io import (
     BAD_INPUT,
     BatchItem,
     Rollout,
     bad_input_record,
     error_record,
-    item_from_obj,
 )
-from proctor.harness.task import Task, load_task
+from proctor.harness.pipeline import cancel, slots
+from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
-
-EXECUTORS = ("local", "ray")
-
-
-class BatchConfigError(ProctorError):
-    """The batch itself is misconfigured (unknown executor or sandbox backend, Ray missing).
-    Raised before anything runs; exit code 2 on the CLI."""
-
-    kind = "batch_config"
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """How to run a batch. ``workers``: concurrent rollouts (containers) per host, default
-    the number of cores; ``image``: sandbox image tag (default: the built one); ``cache``:
-    use the result cache; ``retry``: policy for infrastructure errors; ``overlap``: each
-    rollout's two sandboxes work side by side (see :func:`proctor.score`); None (auto):
-    only when there are fewer workers than cores. Parallelism then comes from within a
-    rollout, which fills cores the workers leave idle (1 worker on 2 cores: 54.7 vs 39.0
-    rollouts/min); with a worker per core it only adds contention and the speculative
-    second sandbox of patches that end early (2 workers on 2 cores: 53.5 vs 56.8)."""
-
-    workers: int | None = None
-    executor: str = "local"
-    sandbox: str = "docker"
-    image: str | None = None
-    cache: bool = True
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    overlap: bool | None = None
-
-    @property
-    def n_workers(self) -> int:
-        return max(1, self.workers or os.cpu_count() or 1)
-
-    @property
-    def overlapped(self) -> bool:
-        """Whether rollouts run with ``overlap`` (None: fewer workers than cores)."""
-        if self.overlap is not None:
-            return self.overlap
-        return self.n_workers < (os.cpu_count() or 1)
-
-
-# --------------------------------------------------------------------------- sandbox choice
-
-
-def check_options(options: BatchOptions) -> None:
-    """Raise :class:`BatchConfigError` for an unknown executor or sandbox backend."""
-    from proctor.sandbox.base import BACKENDS
-
-    if options.executor not in EXECUTORS:
-        raise BatchConfigError(f"unknown executor {options.executor!r}; choose one of "
-                               f"{', '.join(EXECUTORS)}")
-    if options.sandbox not in BACKENDS:
-        raise BatchConfigError(f"unknown sandbox backend {options.sandbox!r}; choose one of "
-                               f"{', '.join(sorted(BACKENDS))}")
-
-
-# --------------------------------------------------------------------------- tasks
+from proctor.task import Task, load_task
 
 
 @dataclass(frozen=True)
@@ -121,7 +47,7 @@ def prepare_task(path: str | Path, *, image: str | None = None,
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test...).
         InfraError: engine or image unavailable, a baseline container failed.
     """
-    from proctor.harness.suites_in_sandbox import task_baseline
+    from proctor.harness.pipeline.suites_in_sandbox import task_baseline
     from proctor.sandbox.backends import resolve_env
 
     task = load_task(path)
@@ -272,86 +198,3 @@ def shared_rollout_scorer(options: BatchOptions | None = None) -> RolloutScorer:
 
 
 # --------------------------------------------------------------------------- executors
-
-
-def iter_batch(items: list[BatchItem], options: BatchOptions | None = None, *,
-               rollout_scorer: RolloutScorer | None = None
-               ) -> Iterator[tuple[int, RewardRecord]]:
-    """Score ``items``; yields ``(item.index, record)`` as each finishes (completion order).
-    Bad input is yielded first, at once.
-
-    Raises:
-        BatchConfigError: unknown executor or sandbox (before anything runs).
-    """
-    options = options or BatchOptions()
-    check_options(options)
-    good = []
-    for it in items:
-        if it.rollout is None:
-            yield it.index, bad_input_record(it)
-        else:
-            good.append(it)
-    if not good:
-        return
-    if options.executor == "ray":
-        from proctor.harness.ray_executor import run_on_ray
-
-        yield from run_on_ray(good, options)
-    else:
-        yield from _run_local(good, options, rollout_scorer or RolloutScorer(options))
-
-
-def _run_local(items: list[BatchItem], options: BatchOptions,
-               rs: RolloutScorer) -> Iterator[tuple[int, RewardRecord]]:
-    """Thread pool of ``options.n_workers``; each task is prepared by the first rollout
-    that needs it while the others of that task wait (see :class:`TaskPreparer`)."""
-    pool = ThreadPoolExecutor(max_workers=options.n_workers, thread_name_prefix="proctor")
-    try:
-        futures = {pool.submit(contextvars.copy_context().run, rs.score_item, it): it.index
-                   for it in items}  # each in the caller's context (its cancel scope)
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
-    finally:  # on early exit (Ctrl-C, a consumer error) drop what has not started
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-# --------------------------------------------------------------------------- public API
-
-
-def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = None,
-                executor: str = "local", sandbox: str = "docker", image: str | None = None,
-                cache: bool = True, retries: int = 3,
-                on_record: Callable[[RewardRecord], None] | None = None,
-                overlap: bool | None = None) -> list[RewardRecord]:
-    """Score many rollouts; returns one record per input, **in input order**.
-
-    Args:
-        rollouts: :class:`Rollout` objects or dicts with the JSONL fields (``task``,
-            ``patch`` or ``patch_file``, ``rollout_id``, optional ``group_id``,
-            ``sample_index``, ``message``, ``metadata``). An invalid one becomes an
-            ``error`` record of kind ``bad_input`` naming its position.
-        workers: concurrent rollouts (default: cores). ``executor``: ``local`` or ``ray``.
-        cache: reuse results of identical patches (see :mod:`proctor.harness.result_cache`).
-        retries: extra attempts for infrastructure errors, then kind ``blocked``.
-        on_record: called with each record as it finishes (completion order).
-        overlap: each rollout's two sandboxes side by side (see :func:`proctor.score`);
-            None: when ``workers`` is below the number of cores (see :class:`BatchOptions`).
-
-    Raises:
-        BatchConfigError: unknown executor or sandbox backend, or Ray not installed.
-    """
-    items = [item_from_obj(i, r) for i, r in enumerate(rollouts)]
-    options = BatchOptions(workers=workers, executor=executor, sandbox=sandbox, image=image,
-                           cache=cache, retry=RetryPolicy(retries=retries), overlap=overlap)
-    out: list[RewardRecord | None] = [None] * len(items)
-    for index, rec in iter_batch(items, options):
-        out[index] = rec
-        if on_record is not None:
-            on_record(rec)
-    return out  # type: ignore[return-value]
-
-
-async def ascore(task: Task | str | Path, patch: bytes | str, **options) -> RewardRecord:
-    """``await`` form of :func:`proctor.score` (same arguments, same record); runs in a
-    worker thread so the event loop keeps serving while the container works."""
-    return await asyncio.to_thread(score, task, patch, **options)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from proctor.harness import ast_parse
+from proctor.patch import ast_parse
 
 #: The harness ini's ``python_files`` (proctor/suites/incontainer/pytest.ini).
 TEST_MODULE_PATTERNS = ("test_*.py", "*_test.py")

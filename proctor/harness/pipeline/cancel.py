@@ -5,9 +5,9 @@ A :class:`Scope` is set for the calling context with :func:`scope`; every thread
 on its behalf runs in a copy of that context (the batch pool and the executor's own pool
 submit through :func:`contextvars.copy_context`). Once :meth:`Scope.cancel` is called:
 
-* waiting for a sandbox slot (:mod:`proctor.harness.slots`) raises :class:`Cancelled`;
+* waiting for a sandbox slot (:mod:`proctor.harness.pipeline.slots`) raises :class:`Cancelled`;
 * a rollout not started yet is not scored (:meth:`RolloutScorer.score_item
-  <proctor.harness.batch.RolloutScorer.score_item>` returns a ``cancelled`` error record);
+  <proctor.harness.batch.run.RolloutScorer.score_item>` returns a ``cancelled`` error record);
 * the sandboxes the executor opened for the scope (:func:`adopt`) are removed, so the steps
   running in them fail at once; a sandbox opened afterwards is removed as soon as it is
   adopted;

@@ -47,7 +47,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 
-from proctor.harness import ast_parse
+from proctor.patch import ast_parse
 
 #: Directory names whose contents are test code or reference data.
 TEST_DIRS = frozenset({"test", "tests", "testing", "fixtures", "testdata", "test_data"})

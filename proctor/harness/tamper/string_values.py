@@ -1,6 +1,6 @@
 """What strings an expression can hold, read from the AST alone (pure, nothing executed).
 
-:mod:`proctor.harness.suspicious_code` judges a string only where the code uses it (an
+:mod:`proctor.harness.tamper.suspicious_code` judges a string only where the code uses it (an
 environment lookup, a path handed to ``open``, a ``getattr`` name...). The string often
 reaches that use through a name, so :class:`StringValues` follows the file's bindings:
 

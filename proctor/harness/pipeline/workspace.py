@@ -23,14 +23,15 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from proctor.errors import InfraError
-from proctor.harness.hidden_names import TEST_MODULE_PATTERNS, rename_hidden_tree
-from proctor.harness.tamper import tree_report_argv
-from proctor.harness.task import Task
+from proctor.harness.pipeline.hidden_names import TEST_MODULE_PATTERNS, rename_hidden_tree
+from proctor.harness.tamper.tree import tree_report_argv
+from proctor.patch.apply import APPLY_STRATEGIES
 from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
-from proctor.sandbox.steps import Step
+from proctor.sandbox.layout import REPO
+from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step
 from proctor.suites.baseline import cache_dir
+from proctor.task import Task
 
-REPO = "/work/repo"
 PATCH_PATH = "/proctor/in/patch.diff"
 GIT = ["git", "-c", "user.name=proctor", "-c", "user.email=proctor@localhost",
        "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"]
@@ -64,7 +65,7 @@ def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
     task on the host, :func:`repo_archive`; the command only extracts it). With
     ``tree_paths`` (the touched paths whose text the tamper judges read) the same command,
     once an attempt applied, also runs the post-apply tree report
-    (:func:`proctor.harness.tamper.tree_report_argv`, as the sandbox user like the rest:
+    (:func:`proctor.harness.tamper.tree.tree_report_argv`, as the sandbox user like the rest:
     nothing of the patch has run yet) and returns what it printed in
     ``ApplyResult.tree_report``, each part of the output after a marker with a fresh nonce
     the patch cannot know. The harness files must already be in the sandbox then.
@@ -215,22 +216,6 @@ def _build_repo_tar(repo: str) -> bytes:
         return buf.getvalue()[:end]
 
 
-def _with_final_newline(b: bytes) -> bytes:
-    return b if b.endswith(b"\n") else b + b"\n"
-
-
-#: (strategy name, extra git-apply flags, patch transform), tried in order. The integrity
-#: cross-check reads the patch under every one of them (executor._git_paths_as_applied).
-APPLY_STRATEGIES = (
-    ("git_apply", [], None),
-    ("git_apply_trailing_newline", [], lambda b: b if b.endswith(b"\n") else b + b"\n"),
-    # CRLF line endings throughout (a completion from a Windows tool): the context lines
-    # carry a CR the repo's LF files do not have, so git finds no match.
-    ("git_apply_lf", [], lambda b: _with_final_newline(b.replace(b"\r\n", b"\n"))),
-    ("git_apply_recount", ["--recount"], lambda b: b if b.endswith(b"\n") else b + b"\n"),
-)
-
-
 def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
     """``git apply`` the patch (never GNU patch), trying the recorded fallbacks in order.
     git apply is atomic: a failed attempt leaves the tree untouched."""
@@ -255,18 +240,6 @@ def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:
     command of its own. Raises InfraError when that fails."""
     step = restore_public_tests_step(task, timeout)
     check_restored(sb.run(step.argv, timeout=step.timeout, cwd=step.cwd, stdin=step.stdin))
-
-
-#: Shell: for each path in ``"$@"`` (relative), remove any parent that is not a real
-#: directory (a file or a symlink the patch put there), top down, so the pristine copy can
-#: go back (red4: a file named like a public test directory made the restore fail, an
-#: unscored ``error``).
-CLEAR_PARENTS_SH = (
-    'for p in "$@"; do rest=$p; cur=; '
-    'while case $rest in */*) true;; *) false;; esac; do '
-    'cur=${cur:+$cur/}${rest%%/*}; rest=${rest#*/}; '
-    'if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur"; fi; '
-    'done; done')
 
 
 def restore_public_tests_step(task: Task, timeout: float = 60) -> Step:
@@ -296,7 +269,7 @@ class HiddenPlacement:
     ``root``: the hidden files without the helpers, which the tests import rather than
     pytest collects; upstream: only the test modules, ``test_*.py`` / ``*_test.py``),
     ``renamed`` (helper name -> the random name it has in this run, see
-    :mod:`proctor.harness.hidden_names`). Upstream placement only (empty otherwise):
+    :mod:`proctor.harness.pipeline.hidden_names`). Upstream placement only (empty otherwise):
     ``files`` (the repo-relative paths placed, sorted), ``locked`` (the repo-relative
     directories that directly hold a placed file), ``chain`` (every directory from
     ``/work`` down to a locked one, absolute, parents first), ``state`` (a fresh token
@@ -330,7 +303,7 @@ def plan_hidden_tests(task: Task,
     directory under ``/proctor``), only after the patch is applied and after every process
     of the sandbox user was killed (:func:`kill_user_processes`). Every helper module or
     package gets a fresh random name and the hidden files' imports of it are rewritten
-    (:func:`~proctor.harness.hidden_names.rename_hidden_tree`; test modules keep their
+    (:func:`~proctor.harness.pipeline.hidden_names.rename_hidden_tree`; test modules keep their
     paths, so test ids do not change). ``transform`` (relative path -> content, in and out)
     may then change the files, e.g. to hide a tripwire among them (it must keep every path).
     Nothing is put here.
@@ -363,7 +336,7 @@ def plan_hidden_upstream(task: Task,
     by the visible ``conftest.py`` files, as upstream.
 
     Every helper module or package in an import root (see
-    :mod:`~proctor.harness.hidden_names`, with the visible tree's ``__init__.py`` files
+    :mod:`~proctor.harness.pipeline.hidden_names`, with the visible tree's ``__init__.py`` files
     counted) that no visible path occupies gets a fresh random name and the hidden files'
     imports of it are rewritten; test modules keep their paths, so test ids are upstream's
     (``tests/test_x.py::test_a``). ``transform`` (relative path -> content, in and out) may

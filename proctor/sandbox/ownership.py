@@ -1,0 +1,111 @@
+"""Who owns a sandbox, and which of this process's sandboxes are open.
+
+Every Docker sandbox carries the labels ``org.proctor`` = "1", ``org.proctor.run``,
+``org.proctor.owner_host`` (hostname), ``org.proctor.owner_pid``, ``org.proctor.owner_start``
+(the owner's start time in clock ticks since boot, from ``/proc/<pid>/stat``, so a reused
+pid is not mistaken for the owner) and ``org.proctor.expires`` (unix seconds). The local
+backend's host directories carry the same facts in a ``.owner`` file (see
+:mod:`proctor.sandbox.bwrap_backend`). A sandbox is *stale* when its expiry has passed, or
+when its owner is on this host and is no longer running (:func:`is_stale`).
+
+The backends :func:`track` each sandbox they open and :func:`untrack` it on close, so
+:mod:`proctor.sandbox.cleanup` can close what is open when a signal arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import weakref
+
+LABEL = "org.proctor"
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+_DOCKER_USED = False  # this process created Docker sandboxes: sweep its own on a signal
+_PEAK = 0  # most sandboxes of this process open at once
+# Re-entrant: the signal handlers close sandboxes (untrack) in the main thread, which may be
+# inside track or untrack when the signal arrives.
+_LIVE_LOCK = threading.RLock()
+
+
+def pid_start_ticks(pid: int) -> str | None:
+    """Start time of ``pid`` (clock ticks since boot, as text), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def owner_alive(host: str | None, pid: str | None, start: str | None) -> bool:
+    """True unless the owner is known to be gone: same host, and its pid is not running or
+    runs a different process (start time differs). Another host's owner counts as alive; a
+    sandbox without a host label (older Proctor) counts as this host's."""
+    if (host is not None and host != socket.gethostname()) or not (pid or "").isdigit():
+        return True
+    now = pid_start_ticks(int(pid))
+    return now is not None and (start is None or start == now)
+
+
+def labels(run_id: str, ttl_s: float) -> dict[str, str]:
+    """Labels for a new sandbox owned by this process, expiring ``ttl_s`` seconds from now."""
+    pid = os.getpid()
+    return {
+        LABEL: "1",
+        f"{LABEL}.run": run_id,
+        f"{LABEL}.owner_host": socket.gethostname(),
+        f"{LABEL}.owner_pid": str(pid),
+        f"{LABEL}.owner_start": pid_start_ticks(pid) or "",
+        f"{LABEL}.expires": str(int(time.time() + ttl_s)),
+    }
+
+
+def is_stale(lbl: dict[str, str], now: float | None = None, *, expired: bool = True) -> bool:
+    """Whether a sandbox with labels ``lbl`` may be removed: owner gone, or (when
+    ``expired``) its expiry time passed. Pure apart from the /proc look-up."""
+    now = time.time() if now is None else now
+    exp = lbl.get(f"{LABEL}.expires", "")
+    if expired and exp.isdigit() and int(exp) < now:
+        return True
+    return not owner_alive(lbl.get(f"{LABEL}.owner_host"), lbl.get(f"{LABEL}.owner_pid"),
+                           lbl.get(f"{LABEL}.owner_start") or None)
+
+
+def track(sb) -> None:
+    """Remember a live sandbox of this process (closed by the signal handlers)."""
+    global _DOCKER_USED, _PEAK
+    with _LIVE_LOCK:
+        _LIVE.add(sb)
+        _PEAK = max(_PEAK, len(_LIVE))
+    _DOCKER_USED = _DOCKER_USED or type(sb).__name__ == "DockerSandbox"
+
+
+def untrack(sb) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(sb)
+
+
+def live_sandboxes() -> tuple[int, int]:
+    """(sandboxes of this process open now, the most open at once since the process started
+    or :func:`reset_live_peak`)."""
+    with _LIVE_LOCK:
+        return len(_LIVE), _PEAK
+
+
+def reset_live_peak() -> None:
+    global _PEAK
+    with _LIVE_LOCK:
+        _PEAK = len(_LIVE)
+
+
+def live() -> list:
+    """The sandboxes of this process open now (a snapshot)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+def docker_used() -> bool:
+    """Whether this process has opened a Docker sandbox."""
+    return _DOCKER_USED
