@@ -1,4 +1,4 @@
-"""The reward record: one JSON object per rollout (JSONL for batches). DESIGN section 6.
+"""The reward record: one JSON object per rollout (JSONL for batches). design.md section 6.
 
 Everything here crosses a boundary (CLI output, batch files, trainers), so it is a
 pydantic model with a versioned ``schema``. ``reward`` is a float with no floor and no

@@ -179,7 +179,7 @@ class BaselineConfig(BaseModel):
 
 
 class BenchmarkConfig(BaseModel):
-    """A task's benchmark: the ``performance`` component (issue 3, DESIGN section 3)."""
+    """A task's benchmark: the ``performance`` component (design.md section 3)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -202,7 +202,7 @@ class BenchmarkConfig(BaseModel):
 
 
 class MutationConfig(BaseModel):
-    """``[mutation]``: budget and killers of the mutation score (issue 3)."""
+    """``[mutation]``: budget and killers of the mutation score."""
 
     model_config = ConfigDict(extra="forbid")
 

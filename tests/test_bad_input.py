@@ -1,4 +1,4 @@
-"""Bad input gets a clear message, never a crash and never free points (DESIGN 2, 3, 6).
+"""Bad input gets a clear message, never a crash and never free points (design.md 2, 3, 6).
 
 Honest failures of a patch are ``status="scored"`` with reward 0.0 and a ``reason``; a bad
 task or a broken machine is ``status="error"`` with ``reward=None``, an ``error.kind`` and

@@ -1,4 +1,4 @@
-"""Baseline classification and grading (pure, DESIGN section 1)."""
+"""Baseline classification and grading (pure, design.md section 1)."""
 
 import pytest
 

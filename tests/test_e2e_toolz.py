@@ -46,7 +46,7 @@ def counts(rec: RewardRecord, suite: str) -> tuple[int, int, int, int]:
 
 
 def recompute(rec: RewardRecord) -> float:
-    """The total from the record's own figures, by DESIGN section 3 (done by hand)."""
+    """The total from the record's own figures, by design.md section 3 (done by hand)."""
     w, c = rec.weights, rec.components
     credit = sum(w[k] * c[k] for k in ("public_tests", "hidden_tests") if c[k] is not None)
     quality = sum(w[k] * c[k] for k in ("compiled", "mutation_score", "static_analysis",

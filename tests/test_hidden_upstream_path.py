@@ -144,7 +144,7 @@ VISIBLE_HIDDEN = "from calc import mul\n\n\ndef test_mul_zero():\n    assert mul
 @pytest.mark.parametrize("upstream", [True, False], ids=["upstream-placement", "own-dir"])
 @pytest.mark.parametrize("path", ["tests/test_hidden.py", "tests/helper.py"])
 def test_the_agents_own_file_at_a_hidden_only_path_is_a_violation(tmp_path, upstream, path):
-    """A hidden test path with no visible file is forbidden (DESIGN section 4), in either
+    """A hidden test path with no visible file is forbidden (design.md section 4), in either
     placement: -1.0 from the diff headers, before any sandbox."""
     task_dir = (build(tmp_path / "task") if upstream
                 else build(tmp_path / "task", extra="", hidden=SIMPLE))

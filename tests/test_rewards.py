@@ -1,4 +1,4 @@
-"""Unit tests of the pure reward function, its helpers and the gate (DESIGN section 3)."""
+"""Unit tests of the pure reward function, its helpers and the gate (design.md section 3)."""
 
 from __future__ import annotations
 

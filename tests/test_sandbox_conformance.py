@@ -1,4 +1,4 @@
-"""Every sandbox backend keeps the same promises (DESIGN section 7): timeouts kill the whole
+"""Every sandbox backend keeps the same promises (design.md section 7): timeouts kill the whole
 process tree, no network, limits hold, output is capped, nothing leaks, nothing is left
 behind. Parametrised over the registered backends; each test runs on each backend.
 

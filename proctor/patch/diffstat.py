@@ -2,7 +2,7 @@
 
 Blank lines and comment-only lines (``#`` after stripping) are not counted, so documenting
 a fix costs nothing and a patch that only adds a comment mentioning a path scores like the
-same patch without it. Source: Proctor's own rule (DESIGN section 3 leaves the measure open).
+same patch without it. Source: Proctor's own rule (design.md section 3 leaves the measure open).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure helpers that turn raw measurements into component values (DESIGN section 3).
+"""Pure helpers that turn raw measurements into component values (design.md section 3).
 
 No I/O, no clocks: each helper maps numbers to a number so stored runs can be regraded.
 """
@@ -11,7 +11,7 @@ from proctor.rewards.weights import DIFF_COST_CAP, DIFF_COST_PER_LINE
 
 
 def diff_cost(diff_lines: int) -> float:
-    """Cost of the size of a change (DESIGN section 3, ``min(diff_cost, 0.10)``).
+    """Cost of the size of a change (design.md section 3, ``min(diff_cost, 0.10)``).
 
     ``diff_lines`` is the number of changed lines (added + removed), ``>= 0``. Returns
     ``DIFF_COST_PER_LINE * diff_lines`` capped at ``DIFF_COST_CAP``: a float in
@@ -24,7 +24,7 @@ def diff_cost(diff_lines: int) -> float:
 
 
 def static_score(new_findings: int) -> float:
-    """Static-analysis component from the ruff findings the patch introduces (DESIGN 2, 3).
+    """Static-analysis component from the ruff findings the patch introduces (design.md 2, 3).
 
     ``new_findings`` is patched minus base findings. Returns ``1 / (1 + new_findings)`` in
     ``(0, 1]``: 1.0 for a clean change, 0.5 for one new finding. A negative count (the patch
@@ -34,7 +34,7 @@ def static_score(new_findings: int) -> float:
 
 
 def target_score(measured: float, target: float, tolerance: float) -> float:
-    """Score of a lower-is-better target such as latency or memory (DESIGN section 3).
+    """Score of a lower-is-better target such as latency or memory (design.md section 3).
 
     Returns 1.0 when ``measured <= target``, falls linearly to 0.0 at
     ``target * (1 + tolerance)`` and stays 0.0 beyond; the result is in ``0 .. 1``. Never

@@ -1,4 +1,4 @@
-"""Gate verdict for human use (DESIGN section 3). Pure: no I/O."""
+"""Gate verdict for human use (design.md section 3). Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def gate_verdict(
     components: dict[str, float | None],
     blockers: list[str],
 ) -> Verdict:
-    """Turn a reward total into a PASS / WARN / FAIL verdict (DESIGN section 3).
+    """Turn a reward total into a PASS / WARN / FAIL verdict (design.md section 3).
 
     ``score = round(total * 100, 1)`` (about -100 .. 100; not clamped). Rules, in the order
     they are checked (``Verdict.rule`` names the first that decided):

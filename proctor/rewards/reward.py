@@ -1,4 +1,4 @@
-"""The reward: a pure function of the recorded measurements (DESIGN section 3).
+"""The reward: a pure function of the recorded measurements (design.md section 3).
 
 No I/O, no clocks, no rounding: stored :class:`~proctor.record.Measurements` can be
 regraded at any time. An integrity violation never reaches this function; the executor
@@ -59,7 +59,7 @@ def _suite_summary(name: str, suite: SuiteTests | None) -> str:
 
 
 def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:
-    """Compute the reward of one measured patch (DESIGN section 3).
+    """Compute the reward of one measured patch (design.md section 3).
 
     ``total = sum_s w_s * c_s + p * sum_q w_q * value_q - diff_cost - penalties`` over the
     credit suites s (those with FAIL_TO_PASS tests) and the applicable quality components q

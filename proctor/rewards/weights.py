@@ -1,4 +1,4 @@
-"""Component weights of the reward (DESIGN section 3).
+"""Component weights of the reward (design.md section 3).
 
 Defaults sum to 1.0. ``public_tests`` and ``hidden_tests`` are *credit* weights
 (relative to the baseline); the others are *quality* weights, scaled by progress.
@@ -44,7 +44,7 @@ class Weights(BaseModel):
 
 
 #: Penalty weights for subtler cheating (each times an indicator in 0..1).
-#: ``suspicious_code`` (an addition to DESIGN section 3, issue 4): penalty-severity findings
+#: ``suspicious_code`` (design.md section 3): penalty-severity findings
 #: of :mod:`proctor.harness.tamper.suspicious_code` in code the patch adds to non-test files.
 PENALTY_WEIGHTS: dict[str, float] = {
     "tests_weakened": 0.20,

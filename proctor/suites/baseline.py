@@ -1,6 +1,6 @@
 """Baseline: per-test outcomes of the unpatched repo (several runs, to find flaky tests) and
 of the reference patch, classified into FAIL_TO_PASS / PASS_TO_PASS / quarantined
-(DESIGN section 1), cached on disk by content hash.
+(design.md section 1), cached on disk by content hash.
 
 :func:`classify` is pure; :func:`load_or_compute_baseline` does the I/O.
 """

@@ -1,4 +1,4 @@
-"""The task's benchmark (optional ``performance`` component, issue 3): run, measure, parse.
+"""The task's benchmark (the optional ``performance`` component): run, measure, parse.
 
 The command runs in the sandbox after the tests, from the patched repo, through the
 harness wrapper ``incontainer/run_bench.py``, ``repeat`` times; the median measurement is

@@ -1,4 +1,4 @@
-"""Mutant generation on the host, in warm long-lived processes (issue 6: CPU per rollout).
+"""Mutant generation on the host, in warm long-lived processes (the CPU of each rollout).
 
 Generating mutants in the sandbox costs every rollout a fresh interpreter that loads mutmut
 and libcst (~0.3 s of CPU, most of the step's preparation). Generation only *parses* the

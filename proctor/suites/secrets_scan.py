@@ -1,4 +1,4 @@
-"""Secrets in the lines a patch adds: a hard blocker of the gate verdict (issue 3).
+"""Secrets in the lines a patch adds: a hard blocker of the gate verdict (design.md section 3).
 
 Two detectors, both on added lines only (what the base already had is not the agent's):
 

@@ -1,4 +1,4 @@
-"""Retry policy for infrastructure errors (DESIGN section 6: never scored, never learned).
+"""Retry policy for infrastructure errors (design.md section 6: never scored, never learned).
 
 A record with ``status == "error"`` and ``error.retryable`` (engine gone, container died) is
 attempted again, up to ``retries`` more times with exponential backoff. After the last

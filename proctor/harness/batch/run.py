@@ -6,7 +6,7 @@ Per rollout (:class:`RolloutScorer`, the same code in every executor)::
     prepare the task once per process   load, resolve the image, baseline (file-locked:
                                         no two workers on the host compute the same one)
     result cache lookup                 (patch sha256, task fingerprint, image, version)
-    proctor.score                       the pipeline of DESIGN section 2
+    proctor.score                       the pipeline of design.md section 2
     retry                               infrastructure errors only, then kind ``blocked``
 
 Executors (one interface, :func:`iter_batch`): ``local`` (a thread pool: the work happens in

@@ -1,4 +1,4 @@
-"""The integrity phase (DESIGN section 2.1): may the patch touch the paths it touches?
+"""The integrity phase (design.md section 2, phase 1): may the patch touch the paths it touches?
 
 Runs before any copy or container. :func:`check_integrity` parses the diff headers
 (:mod:`proctor.patch.parse`), cross-checks them with git's reading of the patch and
@@ -43,7 +43,7 @@ def check_integrity(
     and ``pristine_text`` (repo path -> pristine text or None). With ``pristine_text``, a
     ``pyproject.toml`` is judged per section (:mod:`proctor.harness.integrity.pyproject_rules`)
     instead of forbidden whole.
-    Violations (DESIGN 2.1 and 4): a rejected path (``..``, absolute, ``.git/``); a
+    Violations (design.md sections 2 and 4): a rejected path (``..``, absolute, ``.git/``); a
     forbidden path (any kind, both sides of renames and copies); a binary patch; a
     symlink or submodule; a git path (normalised, case-folded) the parser missed.
     Reasons read ``"<path>: <why>"`` (rejected paths first, then by path), no duplicates.

@@ -1,4 +1,4 @@
-"""Forbidden paths for patches: the defaults of DESIGN section 4 plus a task's own.
+"""Forbidden paths for patches: the defaults of design.md section 4 plus a task's own.
 
 Rules match *normalised* repo-relative paths (see
 :func:`proctor.harness.integrity.check.normalise_path`), compared case-folded, never the raw
@@ -34,7 +34,7 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     # given the pristine texts (proctor.harness.integrity.pyproject_rules), so only edits of
     # [tool.pytest*], [tool.ruff*], [build-system], pytest entry points... are violations.
     ("pyproject.toml", "pyproject.toml (test, tool and build configuration)"),
-    # Standalone equivalents of the forbidden pyproject sections (an addition to DESIGN).
+    # Standalone equivalents of the forbidden pyproject sections (an addition to design.md).
     *((name, "tool configuration") for name in ("ruff.toml", ".ruff.toml", ".coveragerc")),
     ("sitecustomize.py", "interpreter start-up hook"),
     ("usercustomize.py", "interpreter start-up hook"),
@@ -120,7 +120,7 @@ class ForbiddenRules:
         extra_shadow_names: Iterable[str] = (),
         existing_top_level: Iterable[str] = (),
     ) -> ForbiddenRules:
-        """Defaults (DESIGN section 4) plus the task's ``forbidden`` patterns.
+        """Defaults (design.md section 4) plus the task's ``forbidden`` patterns.
 
         ``extra``: patterns from ``task.toml`` (``\\`` read as ``/``, ``./`` dropped).
         ``hidden_paths``: e.g. ``Task.hidden_files``; normalised here (no ``a/`` stripping).

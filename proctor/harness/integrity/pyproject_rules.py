@@ -1,11 +1,11 @@
-"""``pyproject.toml`` judged per section (DESIGN section 4, issue 4): pure functions.
+"""``pyproject.toml`` judged per section (design.md section 4): pure functions.
 
 Edits to harmless parts (``[project]`` description, version, dependencies, classifiers,
 ``[tool.black]``, ...) are allowed. A change of any *guarded* part is an integrity
 violation, as is a patched file that no longer parses (the harness cannot tell what a
 broken file would configure) or a rename or copy of a ``pyproject.toml``.
 
-Guarded parts (source: DESIGN section 4 and what each tool reads):
+Guarded parts (source: design.md section 4 and what each tool reads):
 
 * ``[build-system]`` (what builds and installs the package);
 * ``[tool.pytest*]`` (pytest's own ini: addopts, plugins, testpaths...), ``[tool.coverage*]``,

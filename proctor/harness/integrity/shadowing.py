@@ -1,4 +1,4 @@
-"""New top-level modules that shadow what the sandbox image has installed (DESIGN section 4).
+"""New top-level modules that shadow what the sandbox image has installed (design.md section 4).
 
 The integrity phase already refuses the standard library and the pinned tools
 (:data:`proctor.harness.integrity.forbidden.TOOLING_MODULES`) without a container. Once the image is

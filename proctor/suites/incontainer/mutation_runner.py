@@ -338,7 +338,7 @@ class MutationSession:
         running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
         pending = list(queue)
         held = []  # mutants that timed out on their first run: judged once the control is
-        extended = False  # the control needed its longer retry: so do they (red4)
+        extended = False  # the control needed its longer retry: so do they
         while pending or running or held:
             if not pending and not running:  # first pass done: judge the held ones now
                 if extended:
@@ -505,7 +505,7 @@ def wait_for_spec(path, limit_s=600.0):
 def _writer(fd, nonce):
     """``write(obj)``: ``obj`` plus the spec's ``nonce`` (``"n"``) as one JSON line on
     ``fd``, the command's own stdout, which only its reader sees afterwards: a line the code
-    under test adds lacks the nonce (red4: it appended "killed" lines to a file), and what
+    under test adds lacks the nonce (code that appends "killed" lines to a file), and what
     was written cannot be changed."""
 
     def write(obj):

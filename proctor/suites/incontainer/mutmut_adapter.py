@@ -388,9 +388,9 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
     With more than ``max_mutants`` mutations in all, a sample of ``max_mutants`` is drawn
     *before* rendering, the way ``proctor.suites.mutation.select_mutants`` draws it
     (``random.Random(seed)`` over the names sorted), so the same mutants are chosen as when
-    all were rendered; only those are rendered (red4: rendering is quadratic in a
-    function's size, so one list literal of 4,000 numbers took minutes and ran the step
-    out of time, a null that raised the reward). Names then count the chosen ones only.
+    all were rendered; only those are rendered (rendering is quadratic in a
+    function's size: one list literal of 4,000 numbers takes minutes and would run the
+    step out of time). Names then count the chosen ones only.
 
     Returns (path -> rewritten source, only for files that got mutants; the mutants, in
     path order; one message per file that could not be parsed). Raises RuntimeError when

@@ -169,8 +169,8 @@ def _raw_call(state, *args, **kwargs):
     tuple (the original, the three pre-built records, ``os.write``, the channel's fd, the
     skip exception class), the bound method's attributes are read-only, this function is a
     module binding checked by identity and its code object is guarded. No instance
-    attribute, closure cell or ``json`` global is read (red3: a ``_send`` shadowed on the
-    plugin instance, found through frames, rewrote every raw verdict to passed)."""
+    attribute, closure cell or ``json`` global is read (a ``_send`` shadowed on the
+    plugin instance, found through frames, could rewrite every raw verdict to passed)."""
     original, passed, failed, skipped, write, fd, skip = state
     try:
         result = original(*args, **kwargs)

@@ -7,7 +7,7 @@ already failed, for a later session of the same suite; ``DIR``: where a result t
 print goes; ``--reach-out``: the baseline's reach map is written there, see
 ``reach_recorder.py``).
 
-Two processes (DESIGN section 5, "streamed to the harness"):
+Two processes (design.md section 5, "streamed to the harness"):
 
 * The **supervisor** (this process) makes itself non-dumpable, so the code under test (same
   user) can neither read its ``/proc/PID/fd`` nor attach to it, forks the pytest child and

@@ -43,7 +43,7 @@ def hash_tree(root, skip_compiled=False):
     ``skip_compiled``: leave out ``__pycache__`` and ``*.pyc``/``*.pyo`` (what the sandbox
     copy of a host repo leaves out). A symlink to a directory is an entry, not followed.
     Iterative (an explicit stack, not ``os.walk``, which recurses once per level: a tree
-    1,100 levels deep made it raise RecursionError, red4); unreadable directories are
+    1,100 levels deep makes it raise RecursionError); unreadable directories are
     skipped as ``os.walk`` did."""
     out = {}
     stack = [("", root)]
