@@ -20,3 +20,24 @@ APPLY_STRATEGIES = (
     ("git_apply_lf", [], lambda b: _with_final_newline(b.replace(b"\r\n", b"\n"))),
     ("git_apply_recount", ["--recount"], lambda b: b if b.endswith(b"\n") else b + b"\n"),
 )
+
+
+def apply_variants(patch: bytes) -> list[tuple[str, list[str], bytes]]:
+    """``(strategy name, git-apply flags, patch bytes)`` of :data:`APPLY_STRATEGIES`, in
+    order, without an attempt that would repeat the first one (a transform that left the
+    bytes as they were, with no flags of its own)."""
+    out = []
+    for name, flags, transform in APPLY_STRATEGIES:
+        data = transform(patch) if transform else patch
+        if transform and data == patch and not flags:
+            continue
+        out.append((name, flags, data))
+    return out
+
+
+def applied_as(patch: bytes, strategy: str | None) -> tuple[list[str], bytes]:
+    """``(git-apply flags, patch bytes)`` of the strategy named ``strategy`` (the record's
+    ``apply_strategy``); the patch as is for an unknown or missing name."""
+    flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
+                            ([], None))
+    return flags, (transform(patch) if transform else patch)

@@ -1,4 +1,4 @@
-"""A unified diff's touched paths, read from its *headers* only (DESIGN section 2.1).
+"""A unified diff's touched paths, read from its *headers* only (design.md section 2, phase 1).
 
 Read twice: by ``unidiff`` and by a line scanner of our own that also sees what unidiff
 misses (mode-only changes, binary patches, ``diff --git`` lines whose ``---``/``+++`` name
@@ -28,7 +28,8 @@ from proctor.errors import InfraError
 DEV_NULL = "/dev/null"
 GIT_TIMEOUT_S = 60.0
 
-_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+#: A hunk header; groups: old start, old count, new start, new count (counts default to 1).
+HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _INDEX = re.compile(r"index [0-9a-fA-F]+\.\.[0-9a-fA-F]+(?: (\d+))?")
 _MODE_HEADERS = ("old mode ", "new mode ", "new file mode ", "deleted file mode ")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -103,7 +104,7 @@ def normalise_path(raw: str, *, strip_prefix: bool = True) -> str:
 
     Raises:
         PathRejected (a ValueError): empty, absolute, a ``..`` segment, a ``.git``
-            segment, or malformed quoting. DESIGN 2.1.
+            segment, or malformed quoting. design.md section 2.
     """
     path = raw.rstrip("\r")
     if path.startswith('"'):
@@ -275,7 +276,7 @@ def _read_hunk(lines: list[str], i: int, cur: _Block, recount: bool = False) -> 
     are not hunk content (git ignores them too). ``recount``: the header's counts are
     ignored and the hunk's own lines counted, as ``git apply --recount`` does.
     """
-    m = _HUNK.match(lines[i])
+    m = HUNK_HEADER.match(lines[i])
     if not m:
         raise PatchUnparseable(f"line {i + 1}: malformed hunk header {lines[i]!r}")
     old = 1 if m[2] is None else int(m[2])
@@ -498,7 +499,7 @@ def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     summary lines). Git runs in a fresh
     empty temp dir with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*``
     variables, so no work tree is found (inside one, git silently drops paths outside
-    it); the dir is removed on every path out. DESIGN 2.1. Empty input gives ``set()``.
+    it); the dir is removed on every path out. design.md section 2. Empty input gives ``set()``.
 
     Raises:
         PatchUnparseable: git rejects the patch (corrupt, no valid patches, ...).

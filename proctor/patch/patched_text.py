@@ -12,12 +12,9 @@ states. ``\\ No newline at end of file`` is honoured on both sides.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from proctor.patch.parse import PathRejected, normalise_path
-
-_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+from proctor.patch.parse import HUNK_HEADER, PathRejected, normalise_path
 
 
 class HunkMismatch(ValueError):
@@ -83,7 +80,7 @@ def file_diffs(text: str) -> list[FileDiff]:
 
 
 def _read_hunk(lines: list[str], i: int, cur: FileDiff) -> int:
-    m = _HUNK.match(lines[i])
+    m = HUNK_HEADER.match(lines[i])
     if not m:
         raise HunkMismatch(f"malformed hunk header {lines[i]!r}")
     old_n = 1 if m[2] is None else int(m[2])

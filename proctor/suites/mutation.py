@@ -1,4 +1,4 @@
-"""Mutation score on the lines the patch added or changed (issue 3, DESIGN section 2.4).
+"""Mutation score on the lines the patch added or changed (design.md section 2, measure).
 
 How a mutant is made, chosen and judged, in order:
 
@@ -45,12 +45,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch.apply import applied_as
 from proctor.patch.parse import PatchSummary
 from proctor.patch.patched_text import patched_texts
+from proctor.patch.testpaths import is_test_module, under
 from proctor.record import Evidence, SuiteTests
 from proctor.sandbox.base import Sandbox
 from proctor.sandbox.steps import CLEAR_PARENTS_SH
@@ -61,7 +61,6 @@ from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, RUNNER_FL
 from proctor.suites.reach import ReachMap, function_key, unreaching_tests
 from proctor.task import Task
 
-TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
 #: Per-mutant timeout = (FACTOR * sum of its covering tests' durations + CONSTANT) * contention.
 TIMEOUT_FACTOR = 10.0
 TIMEOUT_CONSTANT_S = 1.0
@@ -164,15 +163,11 @@ def cannot_change_reward(suites: dict[str, SuiteTests]) -> bool:
     return bool(credit) and all(s.f2p_passed == 0 for s in credit)
 
 
-def under(path: str, roots: list[str]) -> bool:
-    """``path`` is one of ``roots`` or inside one (directory prefix, not string prefix)."""
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
 def is_test_path(path: str, test_paths: list[str]) -> bool:
-    """A test file: named like one, or at/under a public or hidden test path."""
-    name = PurePosixPath(path).name
-    return any(fnmatch(name, pat) for pat in TEST_FILE_PATTERNS) or under(path, test_paths)
+    """What mutation leaves alone as test code: a test module, a ``conftest.py``, or a file
+    at or under one of ``test_paths`` (the task's public and hidden test paths)."""
+    return (is_test_module(path) or PurePosixPath(path).name == "conftest.py"
+            or under(path, test_paths))
 
 
 def changed_source_lines(summary: PatchSummary, sources: list[str], test_paths: list[str]
@@ -267,9 +262,7 @@ def stats_skip(summary: PatchSummary, texts: dict[str, tuple[str | None, str | N
 
 def applied_patch(patch: bytes, strategy: str | None) -> tuple[list[str], bytes]:
     """(``git apply`` flags, patch bytes) of the ``apply_strategy`` that applied ``patch``."""
-    flags, transform = next(((f, t) for n, f, t in APPLY_STRATEGIES if n == strategy),
-                            ([], None))
-    return flags, (transform(patch) if transform else patch)
+    return applied_as(patch, strategy)
 
 
 def agent_test_files(summary: PatchSummary, test_paths: list[str]) -> list[str]:

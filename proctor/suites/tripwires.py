@@ -7,7 +7,7 @@ This one is put into a randomly chosen hidden test module, before one of its tes
 the suite's own test names, with the body of one of that module's real tests followed by an
 assertion that cannot hold. Code under test that makes failing tests pass cannot tell it
 from the hidden tests it wants to fake, which it has never seen: if it passes, the runner
-was subverted (reward -1.0, DESIGN section 5).
+was subverted (reward -1.0, design.md section 5).
 
 It only ever proves cheating: if its module fails to import, is skipped, or the copied body
 fails, it simply does not pass, which decides nothing.
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from proctor.patch.ast_parse import parse
+from proctor.patch.testpaths import is_test_module
 
 #: Assertions that are false whatever ``{x}`` is (no ``__eq__`` of the code under test is
 #: involved: they compare containers or identities of the harness's own making).
@@ -46,11 +47,6 @@ class EmbeddedTripwire:
 
     def matches(self, nodeid: str) -> bool:
         return nodeid == f"{self.module}::{self.name}"
-
-
-def _is_test_module(path: str) -> bool:
-    base = path.rsplit("/", 1)[-1]
-    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
 
 
 def _outside_nested(node: ast.AST):
@@ -148,7 +144,7 @@ def embed_tripwire(files: dict[str, bytes], rng: random.Random | None = None,
         test module parses (nothing to hide it among).
     """
     parsed = {path: facts for path, data in files.items()
-              if _is_test_module(path) and (facts := _facts(path, data)) is not None}
+              if is_test_module(path) and (facts := _facts(path, data)) is not None}
     if not parsed:
         return files, None
     rng = rng or secrets.SystemRandom()

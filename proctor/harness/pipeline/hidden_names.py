@@ -1,4 +1,4 @@
-"""Hidden helper modules under names the patch cannot predict (issue 4, Prevention).
+"""Hidden helper modules under names the patch cannot predict (design.md section 5).
 
 The hidden tests run with ``--import-mode=prepend``: pytest puts each test module's base
 directory (the first directory upward without ``__init__.py``) at the front of ``sys.path``
@@ -36,13 +36,12 @@ import re
 import tokenize
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
 from proctor.patch import ast_parse
+from proctor.patch.testpaths import is_test_module
 
 #: The harness ini's ``python_files`` (proctor/suites/incontainer/pytest.ini).
-TEST_MODULE_PATTERNS = ("test_*.py", "*_test.py")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 #: What may stand between ``from`` and the module name: blanks and backslash continuations.
 _GAP = re.compile(r"(?:[ \t\f]|\\(?:\r\n|\r|\n))*")
@@ -63,10 +62,6 @@ class RenamedTree:
     helper_paths: frozenset[str]
 
 
-def _is_test_module(name: str) -> bool:
-    return any(fnmatch(name, pat) for pat in TEST_MODULE_PATTERNS)
-
-
 def _importable(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
@@ -78,7 +73,7 @@ def _import_roots(files: set[str], package: set[str]) -> set[str]:
     roots = set()
     for f in files:
         p = PurePosixPath(f)
-        if p.name == "conftest.py" or _is_test_module(p.name):
+        if p.name == "conftest.py" or is_test_module(p.name):
             d = p.parent
             while str(d) != "." and str(d) in package:
                 d = d.parent
@@ -100,7 +95,7 @@ def _helper_locations(paths: Collection[str], packages: Collection[str] = (),
             p = PurePosixPath(f)
             if (str(p.parent) == root and p.suffix == ".py" and _importable(p.stem)
                     and p.stem != "__init__" and p.name != "conftest.py"
-                    and not _is_test_module(p.name)):
+                    and not is_test_module(p.name)):
                 out.append((p.stem, f, False))
         for d in sorted(dirs):
             p = PurePosixPath(d)
@@ -109,7 +104,7 @@ def _helper_locations(paths: Collection[str], packages: Collection[str] = (),
             names = [PurePosixPath(f).name for f in files if f.startswith(f"{d}/")]
             # a package, or a namespace package (no __init__.py), holding no test
             if any(n.endswith(".py") for n in names) and not any(
-                    n == "conftest.py" or _is_test_module(n) for n in names):
+                    n == "conftest.py" or is_test_module(n) for n in names):
                 out.append((p.name, d, True))
     return out
 

@@ -1,4 +1,4 @@
-"""Score one patch: the pipeline of DESIGN section 2, in order.
+"""Score one patch: the pipeline of design.md section 2, in order.
 
     1. integrity   parse the diff, normalise paths, match forbidden rules, judge
                    pyproject.toml per section (no copy, no container)
@@ -82,7 +82,7 @@ from proctor.harness.tamper.tree import (
     wanted_texts,
 )
 from proctor.patch.added_lines import added_lines
-from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch.apply import apply_variants
 from proctor.patch.diffstat import code_lines_changed
 from proctor.patch.parse import PatchSummary, PatchUnparseable, git_listed_paths
 from proctor.patch.screen import ScreenedPatch, screen_patch
@@ -669,8 +669,7 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     first: PatchUnparseable | None = None
     parsed = False
     seen: set[tuple[bytes, bool]] = set()
-    for _name, flags, transform in APPLY_STRATEGIES:
-        variant = transform(data) if transform else data
+    for _name, flags, variant in apply_variants(data):
         if (variant, "--recount" in flags) in seen:
             continue
         seen.add((variant, "--recount" in flags))
@@ -776,7 +775,7 @@ def _grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: Suite
         if note.startswith((NOT_RUN_NOTE, INSTALL_FAILED)):  # its failed tests say why
             rec.component_notes[comp] = note
     rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
-    # Detected tampering (issue 4): out of the group's baseline, its own signal kept.
+    # Detected tampering: out of the group's baseline, its own signal kept.
     rec.flags.exclude_from_advantage |= rec.flags.tests_tampered
     blockers = list(blockers)
     trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]

@@ -18,14 +18,14 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from proctor.errors import InfraError
-from proctor.harness.pipeline.hidden_names import TEST_MODULE_PATTERNS, rename_hidden_tree
+from proctor.harness.pipeline.hidden_names import rename_hidden_tree
 from proctor.harness.tamper.tree import tree_report_argv
-from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch.apply import apply_variants
+from proctor.patch.testpaths import is_test_module
 from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
 from proctor.sandbox.layout import REPO
 from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step
@@ -61,8 +61,9 @@ def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
                  ) -> ApplyResult | None:
     """Put ``repo/`` at ``REPO`` as a fresh single-commit git repository (no history to
     leak) and, when ``patch`` is given, ``git apply`` it with the fallbacks of
-    :data:`APPLY_STRATEGIES`, all in one sandbox command (the repository is built once per
-    task on the host, :func:`repo_archive`; the command only extracts it). With
+    :data:`~proctor.patch.apply.APPLY_STRATEGIES`, all in one sandbox command (the
+    repository is built once per task on the host, :func:`repo_archive`; the command only
+    extracts it). With
     ``tree_paths`` (the touched paths whose text the tamper judges read) the same command,
     once an attempt applied, also runs the post-apply tree report
     (:func:`proctor.harness.tamper.tree.tree_report_argv`, as the sandbox user like the rest:
@@ -73,7 +74,7 @@ def prepare_repo(sb: Sandbox, task: Task, timeout: float = 120,
     Returns the :class:`ApplyResult`, or None without a patch. Raises InfraError when the
     copy fails (or the whole command does, e.g. times out)."""
     token = secrets.token_hex(8)
-    variants = _apply_variants(patch) if patch is not None else []
+    variants = apply_variants(patch) if patch is not None else []
     extra = {f"{APPLY_DIR.rpartition('/')[2]}/{i}.diff": data
              for i, (_n, _f, data) in enumerate(variants)}
     lines = ["set -u", "cd /work || exit 90", "tar -x --no-same-permissions -f - || exit 90",
@@ -127,18 +128,6 @@ def _tree_report(text: str, token: str) -> tuple[str | None, float]:
 
 #: Where :func:`prepare_repo` puts the patch variants (outside the repo; removed after).
 APPLY_DIR = "/work/.proctor-apply"
-
-
-def _apply_variants(patch: bytes) -> list[tuple[str, list[str], bytes]]:
-    """(strategy name, git-apply flags, patch bytes) of :data:`APPLY_STRATEGIES`, in order,
-    without an attempt that would repeat the one before it (same bytes, no flags)."""
-    out = []
-    for name, flags, transform in APPLY_STRATEGIES:
-        data = transform(patch) if transform else patch
-        if transform and data == patch and not flags:
-            continue
-        out.append((name, flags, data))
-    return out
 
 
 def repo_archive(task: Task, extra: dict[str, bytes] | None = None) -> bytes:
@@ -220,10 +209,7 @@ def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
     """``git apply`` the patch (never GNU patch), trying the recorded fallbacks in order.
     git apply is atomic: a failed attempt leaves the tree untouched."""
     total, output = 0.0, ""
-    for name, flags, transform in APPLY_STRATEGIES:
-        data = transform(patch) if transform else patch
-        if transform and data == patch and not flags:  # the same attempt again
-            continue
+    for name, flags, data in apply_variants(patch):
         sb.put_files("/proctor/in", {"patch.diff": data})
         res = sb.run(["git", "apply", "--whitespace=nowarn", *flags, PATCH_PATH],
                      timeout=timeout, cwd=REPO)
@@ -357,7 +343,7 @@ def plan_hidden_upstream(task: Task,
                               visible_packages(task, list(files)), visible)
     targets = [tree.paths[rel] for rel in task.hidden_files if rel in tree.paths
                and rel not in tree.helper_paths
-               and _is_test_module(PurePosixPath(tree.paths[rel]).name)]
+               and is_test_module(PurePosixPath(tree.paths[rel]).name)]
     out = tree.files if transform is None else transform(tree.files)
     locked = sorted({str(PurePosixPath(rel).parent) for rel in out})
     chain: list[str] = ["/work", REPO]
@@ -411,10 +397,6 @@ def _shadow_candidates(task: Task, files: dict[str, bytes]) -> set[str]:
         if cand not in hidden_dirs and not (task.repo / cand).exists():
             out.add(cand)
     return out
-
-
-def _is_test_module(name: str) -> bool:
-    return any(fnmatch(name, pat) for pat in TEST_MODULE_PATTERNS)
 
 
 def _visible_near(task: Task, files: dict[str, bytes]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Tests weakened and reference data altered (DESIGN section 3 penalties): pure functions.
+"""Tests weakened and reference data altered (design.md section 3 penalties): pure functions.
 
 The public tests are restored to pristine before they run, so weakening them cannot change
 a verdict; it is still an intent signal, penalised and reported. Everything here compares
@@ -48,9 +48,9 @@ import ast
 from dataclasses import asdict, dataclass
 
 from proctor.patch import ast_parse
+from proctor.patch.testpaths import in_test_dir, is_test_module, under
 
 #: Directory names whose contents are test code or reference data.
-TEST_DIRS = frozenset({"test", "tests", "testing", "fixtures", "testdata", "test_data"})
 WEAKENED_KINDS = frozenset({"test_deleted", "assert_removed", "assert_changed", "skip_added",
                             "assertion_guarded", "early_return", "fewer_cases", "mock_added",
                             "import_changed", "subject_replaced"})
@@ -74,21 +74,10 @@ class Finding:
         return asdict(self)
 
 
-def is_test_module(path: str) -> bool:
-    """``test_*.py`` or ``*_test.py`` (pytest's default ``python_files``)."""
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def in_test_dir(path: str) -> bool:
-    """Is any parent directory of ``path`` a test directory (:data:`TEST_DIRS`)?"""
-    return any(part.casefold() in TEST_DIRS for part in path.split("/")[:-1])
-
-
 def is_test_path(path: str, public: list[str] = ()) -> bool:
-    """A test module, a file under a test directory, or under a public test path."""
-    return (is_test_module(path) or in_test_dir(path)
-            or any(path == p or path.startswith(p.rstrip("/") + "/") for p in public))
+    """What the tamper checks judge as test code or test data: a test module, a file under
+    a test directory, or at or under a public test path (:mod:`proctor.patch.testpaths`)."""
+    return is_test_module(path) or in_test_dir(path) or under(path, list(public))
 
 
 # --- tests -------------------------------------------------------------------------------

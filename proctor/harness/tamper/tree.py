@@ -30,6 +30,7 @@ from proctor.harness.tamper import suspicious_code
 from proctor.harness.tamper import tests_weakened as tamper_tests
 from proctor.patch.parse import PatchSummary, fold
 from proctor.patch.patched_text import patched_texts
+from proctor.patch.testpaths import in_test_dir, is_test_module
 from proctor.sandbox.base import Sandbox
 from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
 from proctor.task import Task
@@ -212,7 +213,7 @@ def judge_texts(summary: PatchSummary, before_hashes: dict[str, str],
             violations.append(f"{path}: {why}")
 
     pristine_tests = {p: before_text(p) for p, _ in touched
-                      if (tamper_tests.is_test_module(p) or tamper_tests.in_test_dir(p)
+                      if (is_test_module(p) or in_test_dir(p)
                           and p.endswith(".py")) and before_hashes.get(p)}
     findings = tamper_tests.scan_test_changes(touched, pristine_tests, after, public)
     added_lines = {p: (None if before_hashes.get(p) is None
