@@ -470,7 +470,3 @@ def make_server(host: str = "127.0.0.1", port: int = 8765, **kw) -> ProctorServe
     Keywords: ``workers``, ``max_queue``, ``max_body``, ``max_rollouts``, ``log_requests``
     (see :class:`Service`)."""
     return ProctorServer((host, port), **kw)
-
-
-def serve_in_thread(server: ProctorServer) -> threading.Thread:
-    return server.start()

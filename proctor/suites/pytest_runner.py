@@ -176,15 +176,6 @@ def put_private_file(sb: Sandbox, name: str, data: bytes) -> str:
     return f"{where}/{name}"
 
 
-def put_path_list(sb: Sandbox, paths: list[str]) -> str:
-    """Write ``paths`` as a JSON list to a root-owned, read-only file (see
-    :func:`put_private_file`) and return its path, for the in-sandbox scripts' ``--paths-from``.
-    A patch touching thousands of long paths made their argv too long for ``exec``
-    (E2BIG), an infrastructure error the patch chose; a file has no such limit, and the
-    sandbox user cannot write or fill ``/proctor``."""
-    return put_private_file(sb, "paths.json", json.dumps(list(paths)).encode())
-
-
 def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: float,
                 deadline: float | None = None, changed_from: str | None = None,
                 skip_from: str | None = None, pythonpath: list[str] = (),

@@ -1499,13 +1499,6 @@ def _step(op: ast.operator, node: ast.AST) -> bool:
     return (isinstance(op, ast.Add) and v > 0) or (isinstance(op, ast.Sub) and v < 0)
 
 
-def _constant_truth(node: ast.AST | None) -> bool | None:
-    """Truth of a constant expression (``True``, ``1``, ``"x"``...), None if not constant."""
-    if isinstance(node, ast.Constant) and node.value is not NotImplemented:
-        return bool(node.value)
-    return None
-
-
 #: Builtins with no side effects whose result depends only on their argument: ``id(x) ==
 #: id(x)`` is as sure as ``x is x``.
 _PURE_CALLS = frozenset({"id", "type", "len", "hash", "str", "repr", "bool", "int", "float",
