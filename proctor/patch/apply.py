@@ -4,6 +4,8 @@ every caller walks: the apply step, the integrity cross-check and the mutation c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def _with_final_newline(b: bytes) -> bytes:
     return b if b.endswith(b"\n") else b + b"\n"
@@ -12,7 +14,7 @@ def _with_final_newline(b: bytes) -> bytes:
 #: (strategy name, extra git-apply flags, patch transform), tried in order. The integrity
 #: cross-check reads the patch under every one of them
 #: (:func:`proctor.harness.pipeline.score._git_paths_as_applied`).
-APPLY_STRATEGIES = (
+APPLY_STRATEGIES: tuple[tuple[str, list[str], Callable[[bytes], bytes] | None], ...] = (
     ("git_apply", [], None),
     ("git_apply_trailing_newline", [], lambda b: b if b.endswith(b"\n") else b + b"\n"),
     # CRLF line endings throughout (a completion from a Windows tool): the context lines

@@ -66,8 +66,8 @@ def check_integrity(
         if tp.path in judged:
             for why in judged[tp.path]:
                 reasons[f"{tp.path}: {why}"] = None
-        if why := rules.match(tp.path, judged_pyproject=tp.path in judged):
-            reasons[f"{tp.path}: {why}"] = None
+        if rule := rules.match(tp.path, judged_pyproject=tp.path in judged):
+            reasons[f"{tp.path}: {rule}"] = None
         if tp.kind in kind_reasons:
             reasons[f"{tp.path}: {kind_reasons[tp.kind]}"] = None
     if git_paths is not None:
