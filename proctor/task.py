@@ -27,7 +27,7 @@ Example ``task.toml``::
     per_suite = 300
     per_patch = 900
 
-    [limits]      # per sandbox; the defaults (README "Sandbox defaults") are safe
+    [limits]      # per sandbox; the defaults (docs/sandboxes.md) are safe
     memory_mib = 2048        # everything in the sandbox, swap off
     cpus = 1.0
     pids = 512

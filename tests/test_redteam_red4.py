@@ -1,6 +1,6 @@
-"""Red-team session red4 (2026-11-30): holes in today's changes (host mutant generation,
-the control's retry, the merged commands), all closed the same day; the patches and
-before/after figures are in ``tests/redteam/found/README.md``.
+"""Red-team cases on the mutation step and the merged sandbox commands (host mutant
+generation, the control's retry, several steps in one command); the patches and what each
+scores are in ``tests/redteam/found/README.md`` ("Mutation step and sandbox commands").
 
 The honest twin of the mutation patches is ``honest_fix_untested_branches.patch`` (the
 reference fix plus two untested branches): 0.876, mutation 0.4 (4 killed, 6 survived).

@@ -1,8 +1,8 @@
-"""Red-team session red5 (2026-11-30): the sessions runner ("an early end is an honest
-failure, never tampering"). Patches, figures and commands: ``tests/redteam/found/README.md``
-(section red5). Every finding is a test holding the figures its fix reached (the comment above
-it says what the patch did); the honest failure shapes that held are controls with their exact
-records.
+"""Red-team cases on the sessions runner ("an early end is an honest failure, never
+tampering"). Patches, figures and commands: ``tests/redteam/found/README.md`` ("Early ends
+and the sessions runner"). Every finding is a test holding the figures its fix reached (the
+comment above it says what the patch did); the honest failure shapes that held are controls
+with their exact records.
 
 The honest shapes run on ``tests/redteam/red5_shapes.py``'s task (public: 3 FAIL_TO_PASS, 439
 PASS_TO_PASS; one broken PASS_TO_PASS test costs ``1/439`` of ``public_tests``).

@@ -24,7 +24,7 @@ the response (``skip_special_tokens=True``) and runs this function with keywords
 (``min(32, cores + 4)`` threads); ``extra_info`` gains ``num_turns`` and
 ``rollout_reward_scores`` (and an agent loop's ``extra_fields``, where ``patch`` may come
 from). So calls come from many threads of several processes at once; Proctor caps the
-sandboxes they start (``PROCTOR_MAX_SANDBOXES``, see the README) and the rest wait; one
+sandboxes they start (``PROCTOR_MAX_SANDBOXES``, see docs/sandboxes.md) and the rest wait; one
 worker is enough on one machine. The returned dict's ``score`` is the reward, every key
 goes to ``reward_extra_info`` (all samples must have the same keys, which they do).
 

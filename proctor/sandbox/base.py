@@ -68,7 +68,7 @@ MiB = 1024**2
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandbox (the defaults are the README's "safe defaults").
+    """Resource limits of one sandbox (the defaults are safe: docs/sandboxes.md).
 
     - ``memory_bytes``: memory of everything in the sandbox, swap off (Docker: cgroup; local:
       per-process address space, see the bubblewrap backend).
