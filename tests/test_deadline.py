@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from proctor.errors import InfraError
-from proctor.harness.pipeline import score as executor
+from proctor.harness.pipeline import measure
 from proctor.harness.pipeline.deadline import (
     KILLERS_WAIT_SLACK_S,
     MIN_STEP_S,
@@ -156,7 +156,7 @@ def test_a_suite_with_no_time_left_is_not_run_and_fails(clock):
     d, m = Deadline(40, clock=clock), Measurements()
     with d.patch_code():
         clock.tick(39.5)
-    res = executor._suite_within(m, d, "hidden", 30, _run(1, clock=clock))
+    res = measure.suite_within(m, d, "hidden", 30, _run(1, clock=clock))
     assert res.outcomes == {} and res.timed_out and res.duration_s == 0.0
     assert m.notes["hidden_tests"].startswith(NOT_RUN_NOTE)
     assert clock.now == pytest.approx(1039.5)  # nothing ran
@@ -166,14 +166,14 @@ def test_a_suite_the_deadline_cuts_short_keeps_its_verdicts_and_says_why(clock):
     d, m = Deadline(40, clock=clock), Measurements()
     with d.patch_code():
         clock.tick(28)
-    res = executor._suite_within(m, d, "hidden", 30, _run(100, clock=clock))
+    res = measure.suite_within(m, d, "hidden", 30, _run(100, clock=clock))
     assert res.outcomes == {"t::a": "passed"} and clock.now == pytest.approx(1040)
     assert "cut short" in m.notes["hidden_tests"]
 
 
 def test_a_suite_timing_out_on_its_own_budget_gets_no_deadline_note(clock):
     d, m = Deadline(900, clock=clock), Measurements()
-    res = executor._suite_within(m, d, "public", 30, _run(100, clock=clock))
+    res = measure.suite_within(m, d, "public", 30, _run(100, clock=clock))
     assert res.timed_out and "public_tests" not in m.notes
 
 
@@ -186,19 +186,19 @@ def test_a_runner_the_deadline_left_no_time_to_start_is_not_an_infra_error(clock
         clock.tick(timeout)
         raise InfraError("the harness's pytest plugin did not start (exit -9)")
 
-    res = executor._suite_within(m, d, "hidden", 30, run)
+    res = measure.suite_within(m, d, "hidden", 30, run)
     assert res.outcomes == {} and "cut short" in m.notes["hidden_tests"]
     # with time to spare, the same failure is the harness's
     d = Deadline(900, clock=clock)
     with pytest.raises(InfraError, match="plugin did not start"):
-        executor._suite_within(Measurements(), d, "hidden", 30, run)
+        measure.suite_within(Measurements(), d, "hidden", 30, run)
 
 
 def test_a_suite_cut_after_slow_harness_operations_is_an_infra_error(clock):
     d = Deadline(40, clock=clock)
     clock.tick(36)  # sandbox creation
     with pytest.raises(InfraError, match="harness's own operations"):
-        executor._suite_within(Measurements(), d, "public", 30, _run(100, clock=clock))
+        measure.suite_within(Measurements(), d, "public", 30, _run(100, clock=clock))
 
 
 # ------------------------------------------------------- the mutation step and benchmark
@@ -233,12 +233,12 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
         clock.tick(min(seconds, timeout + killers_wait_s))
         return result
 
-    monkeypatch.setattr(executor, "run_mutation", fake_run_mutation)
+    monkeypatch.setattr(measure, "run_mutation", fake_run_mutation)
     m, rec = Measurements(), _record()
     hidden = SuiteRun(suite="hidden", outcomes={}, command="", exit_code=1, duration_s=0,
                       output="", stray_processes=0)
     baseline = SimpleNamespace(reach=None, suites={})  # no reach maps, nothing quarantined
-    executor._measure_mutation(rec, m, None, _fake_task(), b"", None, None, baseline,
+    measure.measure_mutation(rec, m, None, _fake_task(), b"", None, None, baseline,
                                Limits(), deadline, None, hidden)
     return m, rec, (called[0] if called else None)
 
@@ -355,14 +355,14 @@ def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_ou
         return BenchmarkResult(0.7, [1.0], "wall_s median 1", False, Evidence(),
                                ran_out=ran_out)
 
-    monkeypatch.setattr(executor, "run_benchmark", fake)
-    monkeypatch.setattr(executor, "kill_user_processes", lambda sb: None)
-    monkeypatch.setattr(executor, "place_bench_dir", lambda sb, task: None)
+    monkeypatch.setattr(measure, "run_benchmark", fake)
+    monkeypatch.setattr(measure, "kill_user_processes", lambda sb: None)
+    monkeypatch.setattr(measure, "place_bench_dir", lambda sb, task: None)
     d = Deadline(per_patch, clock=clock)
     with d.patch_code():
         clock.tick(25)
     m, rec = Measurements(), _record()
-    executor._measure_performance(rec, m, None, _fake_task(cfg), d)
+    measure.measure_performance(rec, m, None, _fake_task(cfg), d)
     assert given == [pytest.approx(min(30, per_patch - 25))]
     if expect_note:
         assert m.performance == 0.0 and m.notes["performance"].startswith(NOT_RUN_NOTE)

@@ -102,13 +102,13 @@ def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_to
 def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
         toolz_task, toolz_patches, monkeypatch, opened, no_leaks, where):
     from proctor.errors import InfraError
-    from proctor.harness.pipeline import score as executor
+    from proctor.harness.pipeline import measure
 
     def boom(*args, **kwargs):
         raise InfraError(f"boom in the {where} sandbox")
 
     target = "run_file_checks" if where == "first" else "run_hidden"
-    monkeypatch.setattr(executor, target, boom)
+    monkeypatch.setattr(measure, target, boom)
     rec = score(toolz_task, toolz_patches["reference"])
     assert rec.status == "error" and rec.reward is None
     assert rec.error.message == f"boom in the {where} sandbox" and rec.error.retryable
