@@ -73,7 +73,7 @@ def summary_of(task, patch: bytes) -> PatchSummary:
     return summary
 
 
-def timed(sb, task, patch, summary, killers, cpus, timeout=120.0, every_line=False):
+def timed(sb, task, patch, summary, killers, cpus, timeout=120.0, every_line=False):  # noqa: PLR0913
     """(wall s, mutants judged, result) of one step; ``every_line``: mutate every added
     line of ``summary``, changed code or not (the whole-module run marks every line)."""
     kill_user_processes(sb)

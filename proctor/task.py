@@ -409,7 +409,7 @@ def _check_installable(task: Task, toml_path: Path) -> None:
                               f"'build-backend'")
 
 
-def load_task(path: str | Path) -> Task:
+def load_task(path: str | Path) -> Task:  # noqa: C901
     """Load and validate a task directory.
 
     Raises:

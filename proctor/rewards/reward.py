@@ -58,7 +58,7 @@ def _suite_summary(name: str, suite: SuiteTests | None) -> str:
     return f"{name}: {suite.f2p_total} FAIL_TO_PASS, {suite.p2p_total} PASS_TO_PASS"
 
 
-def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:
+def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noqa: C901
     """Compute the reward of one measured patch (design.md section 3).
 
     ``total = sum_s w_s * c_s + p * sum_q w_q * value_q - diff_cost - penalties`` over the

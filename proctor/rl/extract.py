@@ -240,7 +240,7 @@ def _answer(text: str) -> str:
     return _strip_tokens(_without_reasoning(text))
 
 
-def _from_text(text: str, tools: bool = True) -> str | None:
+def _from_text(text: str, tools: bool = True) -> str | None:  # noqa: C901
     text = _answer(text)
     if tools:
         lines = _Lines(text)

@@ -99,7 +99,7 @@ class Sandbox(ABC):
     image_id: str | None = None
 
     @abstractmethod
-    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,  # noqa: PLR0913
             cwd: str | None = None, user: str | None = None,
             stdin: Stdin = None, own_deadline: bool = False) -> ExecResult:
         """Run ``argv`` under an in-sandbox ``timeout -k`` of ``timeout`` seconds plus a host

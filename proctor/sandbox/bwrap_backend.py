@@ -355,7 +355,7 @@ class LocalSandbox(Sandbox):
             args += ["/usr/bin/timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}"]
         return args + list(argv)
 
-    def _popen(self, argv: list[str], *, user, cwd, timeout, env=None, stdin=False,
+    def _popen(self, argv: list[str], *, user, cwd, timeout, env=None, stdin=False,  # noqa: PLR0913
                stderr=subprocess.STDOUT) -> subprocess.Popen:
         kwargs = {}
         if _is_root():
@@ -375,7 +375,7 @@ class LocalSandbox(Sandbox):
             self._procs.add(proc)
         return proc
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,  # noqa: C901, PLR0913
             own_deadline=False) -> ExecResult:
         start = time.monotonic()
         proc = self._popen(list(argv), user=user, cwd=cwd,

@@ -187,7 +187,7 @@ class DockerSandbox(Sandbox):
             raise InfraError("sandbox is closed")
         return self._container
 
-    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,
+    def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,  # noqa: C901, PLR0913
             own_deadline=False) -> ExecResult:
         container = self._alive()
         full = list(argv) if own_deadline else [

@@ -35,7 +35,7 @@ class FileChecks:
     then: dict[str, ExecResult | None] = field(default_factory=dict)
 
 
-def run_file_checks(sb: Sandbox, repo: str, paths: list[str], *, compile_timeout: float,
+def run_file_checks(sb: Sandbox, repo: str, paths: list[str], *, compile_timeout: float,  # noqa: PLR0913
                     static_timeout: float, then: list[Step] = (),
                     renamed_from: dict[str, str] | None = None) -> FileChecks:
     """In one sandbox command: snapshot of ``paths`` (changed ``.py`` files, relative to

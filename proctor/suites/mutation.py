@@ -361,7 +361,7 @@ def parse_runner_output(text: str, nonce: str | None = None
 # --------------------------------------------------------------------------- sandbox shell
 
 
-def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # noqa: PLR0913
                  summary: PatchSummary, killers: list[str] | Callable[[], list[str]], *,
                  workers: int = 1, cpus: float = 1.0, timeout: float = 120.0,
                  killers_wait_s: float = 0.0,
@@ -488,7 +488,7 @@ def _never_judged(res, nonce: str | None) -> bool:
     return started and not stats and done is None and not forged and not res.timed_out
 
 
-def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # noqa: PLR0913
               summary: PatchSummary, lines: dict[str, list[int]], m: str,
               ev: Evidence, workers: int, cpus: float, timeout: float,
               texts: dict[str, tuple[str | None, str | None]]
@@ -545,7 +545,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
     return None, chosen, spec
 
 
-def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,
+def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # noqa: PLR0913
                   lines: dict[str, list[int]], m: str, timeout: float,
                   texts: dict[str, tuple[str | None, str | None]]
                   ) -> tuple[str, int, float, str, bool]:
@@ -685,7 +685,7 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
     return ok, out
 
 
-def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,
+def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,  # noqa: PLR0913
            nonce: str | None = None, killers: list[str] | None = None,
            killer_files: list[str] = ()) -> MutationResult:
     """The step's result from the runner's output. ``killers`` / ``killer_files``: the

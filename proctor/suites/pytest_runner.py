@@ -176,7 +176,7 @@ def put_private_file(sb: Sandbox, name: str, data: bytes) -> str:
     return f"{where}/{name}"
 
 
-def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: float,
+def pytest_argv(rootdir: str, repo: str, targets: list[str], per_test_timeout: float,  # noqa: PLR0913
                 deadline: float | None = None, changed_from: str | None = None,
                 skip_from: str | None = None, pythonpath: list[str] = (),
                 confcutdir: str | None = None, reach_out: str | None = None) -> list[str]:
@@ -250,7 +250,7 @@ class StreamedReport:
     anomalies: list[str] = field(default_factory=list)
 
 
-def parse_records(records: list[str]) -> StreamedReport:
+def parse_records(records: list[str]) -> StreamedReport:  # noqa: C901
     """Read the plugin's records (JSON texts, in the order streamed; pure; never raises).
     Records that are not JSON objects of a known kind are counted in ``malformed``: only
     lines with the run's nonce get here, and the plugin writes none such, so they come from
@@ -456,7 +456,7 @@ class Tripwire:
         return [k for k in outcomes if k.endswith(names)]
 
 
-def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: Tripwire,
+def judge_report(report: StreamedReport, exit_code: int, finished: bool, trip: Tripwire,  # noqa: C901, PLR0913
                  embedded: EmbeddedTripwire | None = None, foreign_lines: int = 0,
                  channel: list[str] = (),
                  ) -> tuple[dict[str, str], list[str], str | None]:
@@ -659,7 +659,7 @@ class SuiteProgress:
         return sorted(reasons)
 
 
-def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list[str],
+def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list[str],  # noqa: C901, PLR0913, PLR0915
               per_test_timeout: float, suite_timeout: float,
               embedded: EmbeddedTripwire | None = None,
               changed: list[str] | None = None,

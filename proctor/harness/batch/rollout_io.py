@@ -131,7 +131,7 @@ def read_rollouts(path: Path) -> list[BatchItem]:
         return parse_jsonl(fh)
 
 
-def error_record(*, rollout_id: str | None, kind: str, message: str, task: str | None = None,
+def error_record(*, rollout_id: str | None, kind: str, message: str, task: str | None = None,  # noqa: PLR0913
                  group_id: str | None = None, sample_index: int | None = None,
                  metadata: dict | None = None, retryable: bool = False,
                  patch_sha256: str | None = None) -> RewardRecord:

@@ -82,7 +82,7 @@ def _run_local(items: list[BatchItem], options: BatchOptions,
 # --------------------------------------------------------------------------- public API
 
 
-def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = None,
+def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = None,  # noqa: PLR0913
                 executor: str = "local", sandbox: str = "docker", image: str | None = None,
                 cache: bool = True, retries: int = 3,
                 on_record: Callable[[RewardRecord], None] | None = None,

@@ -173,7 +173,7 @@ def rename_hidden_tree(files: Mapping[str, bytes], suffix: str,
     return RenamedTree(out, paths, names, helper_paths)
 
 
-def rewrite_imports(source: bytes, names: Mapping[str, str]) -> bytes:
+def rewrite_imports(source: bytes, names: Mapping[str, str]) -> bytes:  # noqa: C901
     """``source`` with every absolute import of a top-level module in ``names`` (old ->
     new) made to import the new name while binding what it bound before; everything else
     byte for byte (line numbers, formatting, strings and comments that mention the name).

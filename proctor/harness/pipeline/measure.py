@@ -78,7 +78,7 @@ def harness_budget(deadline: Deadline, step: str, own: float) -> float:
     return deadline.budget(own)
 
 
-def files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,
+def files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,  # noqa: PLR0913
                  deadline: Deadline, *, restore: bool = True) -> bool:
     """``compiled`` and ``static_analysis`` (they read files only, before any code of the
     patch runs; static from a snapshot of the changed files), then (``restore``) the
@@ -202,7 +202,7 @@ def suite_within(m: Measurements, deadline: Deadline, suite: str, per_suite: flo
     return result
 
 
-def second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,
+def second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,  # noqa: PLR0913
                           applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
                           deadline: Deadline, rng, second: Future, taken: list,
                           public_run: Future) -> SuiteRun:
@@ -278,7 +278,7 @@ def no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
     return grade_suite(baseline, hidden).f2p_passed == 0
 
 
-def measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: bytes,
+def measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: bytes,  # noqa: PLR0913
                       strategy: str | None, summary: PatchSummary, baseline: Baseline,
                       limits: Limits, deadline: Deadline, public_run: Future,
                       hidden: SuiteRun) -> None:

@@ -59,7 +59,7 @@ def honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
     rec.verdict = gate_verdict(rec.reward, {}, list(blockers))
 
 
-def grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,
+def grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,  # noqa: PLR0913
            hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
     for run in (public, hidden):
         m.suites[run.suite] = grade_suite(baseline, run)

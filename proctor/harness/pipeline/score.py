@@ -101,7 +101,7 @@ from proctor.task import Task, load_task
 from proctor.version import __version__
 
 
-def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,
+def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,  # noqa: PLR0913
           group_id: str | None = None, sample_index: int | None = None,
           image: str | None = None, limits: Limits | None = None,
           sandbox: str | None = None, overlap: bool = True) -> RewardRecord:
@@ -158,7 +158,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     return rec
 
 
-def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: PLR0913
                   image: str | None, limits: Limits, sandbox: str | None,
                   overlap: bool = True) -> None:
     deadline = Deadline(task.config.timeouts.per_patch)
@@ -171,7 +171,7 @@ def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: 
         rec.timing["harness_ops_s"] = round(harness_s, 3)
 
 
-def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: PLR0913
            image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
            deadline: Deadline, timer) -> None:
     # 1. Integrity: before anything is copied or started.
@@ -210,7 +210,7 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
                                 deadline, timer, summary, blockers)
 
 
-def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: C901, PLR0913, PLR0915
                      image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
                      deadline: Deadline, timer, summary: PatchSummary,
                      blockers: list[str]) -> None:

@@ -47,7 +47,7 @@ def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
                                 ttl_s=ttl_s)[0]
 
 
-def open_patched_sandbox(task: Task, image: str, patch: bytes | None,
+def open_patched_sandbox(task: Task, image: str, patch: bytes | None,  # noqa: PLR0913
                          limits: Limits = Limits(), run_id: str | None = None, *,
                          backend: str = "docker", ttl_s: float = 3600.0,
                          timeout: float = 120.0, tree_paths: list[str] | None = None,
@@ -139,7 +139,7 @@ def suite_rng(*parts: str) -> random.Random:
     return random.Random(int.from_bytes(seed[:16], "big"))
 
 
-def run_public(sb: Sandbox, task: Task, timeout: float,
+def run_public(sb: Sandbox, task: Task, timeout: float,  # noqa: PLR0913
                changed: list[str] | None = None, *, restored: bool = False,
                rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
     """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
@@ -157,7 +157,7 @@ def run_public(sb: Sandbox, task: Task, timeout: float,
                      record_reach=record_reach)
 
 
-def run_hidden(sb: Sandbox, task: Task, timeout: float,
+def run_hidden(sb: Sandbox, task: Task, timeout: float,  # noqa: PLR0913
                changed: list[str] | None = None, *, fresh: bool = False,
                rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests

@@ -577,7 +577,7 @@ class PlacedHidden:
     moved: list[str]
 
 
-def _step(sb: Sandbox, script: str, args: dict, what: str, timeout: float, *,
+def _step(sb: Sandbox, script: str, args: dict, what: str, timeout: float, *,  # noqa: PLR0913
           root: bool, stdin: bytes | None = None) -> str:
     res = sb.run(["python3", "-I", "-S", "-c", script, json.dumps(args)], timeout=timeout,
                  user="0:0" if root else None, cwd="/", stdin=stdin)

@@ -79,7 +79,7 @@ class StringValues:
         elif isinstance(target, ast.Starred):
             self._bind(target.value, ("other", None))
 
-    def _collect(self, node: ast.AST) -> None:
+    def _collect(self, node: ast.AST) -> None:  # noqa: C901
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 self._bind(t, ("value", node.value) if isinstance(t, ast.Name) else
@@ -138,7 +138,7 @@ class StringValues:
         self._memo[key] = out
         return out
 
-    def _values(self, node: ast.AST, depth: int) -> frozenset[str]:
+    def _values(self, node: ast.AST, depth: int) -> frozenset[str]:  # noqa: C901
         v = lambda n: self.values(n, depth)  # noqa: E731
         if isinstance(node, ast.Constant):
             return frozenset({node.value}) if isinstance(node.value, str) else frozenset()
@@ -252,7 +252,7 @@ class StringValues:
         return self._once((f"elements:{how}", id(node)),
                           lambda: _cap(self._elements(node, depth + 1, how)))
 
-    def _elements(self, node: ast.AST, depth: int, how: str) -> frozenset[str]:
+    def _elements(self, node: ast.AST, depth: int, how: str) -> frozenset[str]:  # noqa: C901
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 not node.args:
             if node.func.attr == "keys":

@@ -490,7 +490,7 @@ class _Scanner(ast.NodeVisitor):
             out = "builtins" + out[len("__builtins__"):]
         return out
 
-    def _resolve_base(self, node: ast.AST, depth: int) -> str:
+    def _resolve_base(self, node: ast.AST, depth: int) -> str:  # noqa: C901
         if isinstance(node, ast.Name):
             return self.aliases.get(node.id, node.id)
         if isinstance(node, ast.Call):
@@ -826,7 +826,7 @@ class _Scanner(ast.NodeVisitor):
             if full:
                 self._name_use(node, full)
 
-    def _call_sites(self, node: ast.Call, name: str, short: str) -> None:
+    def _call_sites(self, node: ast.Call, name: str, short: str) -> None:  # noqa: C901
         """The strings a call uses: environment keys, ``sys.modules`` / ``sys.argv`` keys,
         module names imported, paths and commands, strings matched against data."""
         func, args = node.func, node.args
@@ -1563,7 +1563,7 @@ def _pure(node: ast.AST) -> bool:
     return False
 
 
-def _provable_truth(node: ast.AST | None) -> bool | None:
+def _provable_truth(node: ast.AST | None) -> bool | None:  # noqa: C901
     """Truth of a returned expression whatever its names are bound to, or None when it
     depends on them (or on what the scan cannot see).
 

@@ -250,7 +250,7 @@ def predicted_texts(summary: PatchSummary, patch_text: str, repo: Path
     return texts
 
 
-def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSummary,
+def inspect_patched_tree(sb: Sandbox, task: Task, repo: str, summary: PatchSummary,  # noqa: PLR0913
                          timeout: float = 60, printed: str | None = None,
                          cut: bool = False, texts_judged: TextVerdict | None = None
                          ) -> TamperVerdict:

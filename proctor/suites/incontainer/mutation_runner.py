@@ -331,7 +331,7 @@ class MutationSession:
                 covering.setdefault(fn, []).append([duration, idx])
         return covering, failed
 
-    def run_mutants(self, queue, covering, budget_s):
+    def run_mutants(self, queue, covering, budget_s):  # noqa: C901
         spec = self.spec
         start = time.monotonic()
         budget_end = start + budget_s

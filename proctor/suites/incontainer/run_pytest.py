@@ -209,7 +209,7 @@ def _free_fd():
             return fd
 
 
-def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=None,
+def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=None,  # noqa: PLR0913
            reach_out=None):
     """Runs in the forked child: never returns."""
     try:
@@ -492,7 +492,7 @@ def _receive(sock, pid):
     return data, sender == pid
 
 
-def _supervise(pid, sock, out_r, nonce, deadline, fd=None, item_timeout=None, link=None):
+def _supervise(pid, sock, out_r, nonce, deadline, fd=None, item_timeout=None, link=None):  # noqa: C901, PLR0913, PLR0915
     import selectors
     import signal
     import time
