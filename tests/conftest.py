@@ -108,7 +108,8 @@ def docker_ready(docker_engine) -> str:
 
 def our_containers(client) -> list[str]:
     """Ids of the ``org.proctor`` containers (any state) created by this test process."""
-    return [c.id for c in client.containers.list(all=True, filters={"label": [LABEL, OWNER_LABEL]})]
+    return [c.id for c in client.containers.list(
+        all=True, filters={"label": [LABEL, OWNER_LABEL]}, ignore_removed=True)]
 
 
 class ContainerCounter:

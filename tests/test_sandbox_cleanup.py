@@ -59,6 +59,36 @@ def test_another_hosts_owner_is_never_judged_by_pid():
     assert not is_stale(lbl, expired=False)
 
 
+def test_a_container_removed_while_listed_does_not_stop_the_sweep(monkeypatch):
+    # docker-py's list() inspects each container it found; one another process removed
+    # meanwhile raised NotFound, which ended the whole sweep with nothing removed.
+    import docker
+
+    from proctor.sandbox import bwrap_backend, cleanup
+
+    removed = []
+
+    class Stale:
+        id = "c-stale"
+        labels = {LABEL: "1", f"{LABEL}.expires": "1"}
+
+        def remove(self, force, v):
+            removed.append(self.id)
+
+    class Containers:
+        def list(self, all=False, filters=None, ignore_removed=False):
+            if not ignore_removed:
+                raise docker.errors.NotFound("No such container: c-gone")
+            return [Stale()]
+
+    class Client:
+        containers = Containers()
+
+    monkeypatch.setattr(bwrap_backend, "remove_stale_dirs", lambda expired: [])
+    report = cleanup.remove_stale(client=Client())
+    assert report.containers == ["c-stale"] and removed == ["c-stale"]
+
+
 # ------------------------------------------------------------------ end to end
 
 
@@ -72,7 +102,10 @@ def _proctor(*args: str) -> subprocess.Popen:
 
 
 def _docker_owned_by(client, pid: int) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": f"{LABEL}.owner_pid={pid}"})
+    # A container removed between the list and its inspection (the run closes its
+    # sandboxes as it goes) is gone, not an error.
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}.owner_pid={pid}"},
+                                   ignore_removed=True)
     return [c.id for c in found]
 
 

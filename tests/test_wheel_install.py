@@ -160,7 +160,7 @@ def test_installed_wheel_builds_image_and_scores(wheel, tmp_path_factory, docker
     assert proc.returncode == 0, f"proctor score exited {proc.returncode}\n{err[-3000:]}"
     installed = json.loads(out)
     left = docker_engine.containers.list(
-        all=True, filters={"label": f"org.proctor.owner_pid={proc.pid}"})
+        all=True, filters={"label": f"org.proctor.owner_pid={proc.pid}"}, ignore_removed=True)
     assert left == [], f"the installed proctor left containers: {left}"
     assert (cache / "baselines").is_dir(), "the installed run did not use its own cache"
 

@@ -43,7 +43,8 @@ def remove_stale(*, expired: bool = True, client=None) -> CleanupReport:
             from proctor.sandbox.engine import docker_client
 
             client = docker_client(timeout=10)
-        containers = client.containers.list(all=True, filters={"label": LABEL})
+        containers = client.containers.list(all=True, filters={"label": LABEL},
+                                            ignore_removed=True)
     except Exception:  # noqa: BLE001 - no engine: nothing of Docker's to clean
         containers = []
     now = time.time()
@@ -95,7 +96,8 @@ def _remove_own_containers() -> None:
         client = docker_client(timeout=10)
         mine = [f"{LABEL}.owner_pid={os.getpid()}",
                 f"{LABEL}.owner_host={socket.gethostname()}"]
-        for c in client.containers.list(all=True, filters={"label": mine}):
+        for c in client.containers.list(all=True, filters={"label": mine},
+                                        ignore_removed=True):
             c.remove(force=True, v=True)
     except Exception:  # noqa: BLE001 - best effort on the way out
         pass

@@ -342,7 +342,7 @@ class DockerSandbox(Sandbox):
 
     def leftovers(self) -> list[str]:
         found = self._client.containers.list(
-            all=True, filters={"label": f"{LABEL}.run={self.run_id}"})
+            all=True, filters={"label": f"{LABEL}.run={self.run_id}"}, ignore_removed=True)
         return [c.id for c in found]
 
     def close(self) -> None:
