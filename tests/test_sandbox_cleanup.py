@@ -59,6 +59,50 @@ def test_another_hosts_owner_is_never_judged_by_pid():
     assert not is_stale(lbl, expired=False)
 
 
+def test_a_host_dir_is_owned_tracked_and_gone_on_every_way_out(tmp_path, monkeypatch):
+    import json
+    import tempfile
+
+    from proctor.sandbox import cleanup, ownership
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with ownership.host_dir("repo") as d:
+        assert d.parent == tmp_path and d.name.startswith("proctor-host-repo-")
+        assert json.loads((d / ".owner").read_text())[f"{LABEL}.owner_pid"] == str(os.getpid())
+        assert ownership.live_host_dirs() == [str(d)]
+        cleanup.close_all()  # what SIGINT / SIGTERM run
+        assert not d.exists()
+    assert ownership.live_host_dirs() == []
+    with pytest.raises(RuntimeError), ownership.host_dir("integrity") as d:
+        raise RuntimeError("boom")
+    assert not d.exists()
+
+
+def test_the_host_dir_of_a_killed_owner_is_swept_and_a_live_ones_kept(tmp_path, monkeypatch):
+    import json
+    import tempfile
+
+    from proctor.sandbox import bwrap_backend, cleanup
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(bwrap_backend, "remove_stale_dirs", lambda expired: [])
+    dead, live = tmp_path / "proctor-host-repo-dead", tmp_path / "proctor-host-repo-live"
+    for d, pid in ((dead, 999_999_999), (live, os.getpid())):
+        (d / "repo").mkdir(parents=True)
+        lbl = labels("host-repo", 3600)
+        lbl.update({f"{LABEL}.owner_pid": str(pid), f"{LABEL}.owner_start": ""})
+        (d / ".owner").write_text(json.dumps(lbl))
+
+    class NoEngine:
+        class containers:  # noqa: N801 - the docker client's attribute name
+            @staticmethod
+            def list(**kw):
+                return []
+
+    report = cleanup.remove_stale(expired=False, client=NoEngine())
+    assert report.dirs == [str(dead)] and not dead.exists() and live.exists()
+
+
 def test_a_container_removed_while_listed_does_not_stop_the_sweep(monkeypatch):
     # docker-py's list() inspects each container it found; one another process removed
     # meanwhile raised NotFound, which ended the whole sweep with nothing removed.

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import unidiff
 
 from proctor.errors import InfraError
+from proctor.sandbox.ownership import host_dir
 
 DEV_NULL = "/dev/null"
 GIT_TIMEOUT_S = 60.0
@@ -507,20 +507,34 @@ def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     """
     if not patch.strip():
         return set()
-    tmp = tempfile.mkdtemp(prefix="proctor-integrity-")
+    with host_dir("integrity") as owned:
+        tmp = owned / "empty"
+        tmp.mkdir()
+        proc = _numstat(patch, recount, tmp)
+    if proc.returncode < 0:
+        raise InfraError(f"git apply --numstat killed by signal {-proc.returncode}")
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise PatchUnparseable(f"git apply rejects the patch: {err}")
+    return _parse_numstat_summary(proc.stdout.decode("utf-8", "backslashreplace"))
+
+
+def _numstat(patch: bytes, recount: bool, cwd: Path) -> subprocess.CompletedProcess:
+    """``git apply --numstat --summary -z`` of ``patch`` in the empty directory ``cwd``,
+    with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*`` variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_CEILING_DIRECTORIES=str(cwd.parent),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        LC_ALL="C",
+    )
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_CEILING_DIRECTORIES=os.path.dirname(tmp),
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=os.devnull,
-            LC_ALL="C",
-        )
-        proc = subprocess.run(
+        return subprocess.run(
             ["git", "apply", "--numstat", "--summary", "-z", *(["--recount"] if recount else []),
              "-"],
             input=patch,
-            cwd=tmp,
+            cwd=cwd,
             env=env,
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
@@ -528,14 +542,6 @@ def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"git apply --numstat failed to run: {exc}") from exc
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if proc.returncode < 0:
-        raise InfraError(f"git apply --numstat killed by signal {-proc.returncode}")
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        raise PatchUnparseable(f"git apply rejects the patch: {err}")
-    return _parse_numstat_summary(proc.stdout.decode("utf-8", "backslashreplace"))
 
 
 def _parse_numstat_summary(out: str) -> set[str]:

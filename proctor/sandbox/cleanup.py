@@ -8,14 +8,18 @@ another trainer) are never touched.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from proctor.sandbox import bwrap_backend, ownership
 from proctor.sandbox.ownership import LABEL, is_stale
@@ -55,8 +59,23 @@ def remove_stale(*, expired: bool = True, client=None) -> CleanupReport:
                 removed.append(c.id)
             except Exception:  # noqa: BLE001 - removed by someone else meanwhile
                 pass
-    dirs = bwrap_backend.remove_stale_dirs(expired=expired)
+    dirs = bwrap_backend.remove_stale_dirs(expired=expired) + _remove_stale_host_dirs(expired)
     return CleanupReport(removed, dirs)
+
+
+def _remove_stale_host_dirs(expired: bool) -> list[str]:
+    """Remove :func:`~proctor.sandbox.ownership.host_dir` directories whose owner is gone
+    (or, with ``expired``, whose expiry passed); returns their paths."""
+    removed = []
+    for d in Path(tempfile.gettempdir()).glob(ownership.HOST_DIR_PREFIX + "*"):
+        try:
+            owner = json.loads((d / ".owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if is_stale(owner, expired=expired):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    return removed
 
 
 def at_start() -> None:
@@ -84,6 +103,8 @@ def close_all() -> int:
             sb.close()
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
+    for d in ownership.live_host_dirs():
+        shutil.rmtree(d, ignore_errors=True)
     if ownership.docker_used():
         _remove_own_containers()
     return len(live)

@@ -9,16 +9,23 @@ backend's host directories carry the same facts in a ``.owner`` file (see
 when its owner is on this host and is no longer running (:func:`is_stale`).
 
 The backends :func:`track` each sandbox they open and :func:`untrack` it on close, so
-:mod:`proctor.sandbox.cleanup` can close what is open when a signal arrives.
+:mod:`proctor.sandbox.cleanup` can close what is open when a signal arrives; work the host
+does outside any sandbox goes in a :func:`host_dir`, owned and swept the same way.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 LABEL = "org.proctor"
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -109,3 +116,35 @@ def live() -> list:
 def docker_used() -> bool:
     """Whether this process has opened a Docker sandbox."""
     return _DOCKER_USED
+
+
+#: Prefix of the host directories a process works in outside any sandbox (e.g. the task
+#: repository's snapshot being built): ``<tempdir>/proctor-host-<purpose>-<random>``.
+HOST_DIR_PREFIX = "proctor-host-"
+_HOST_DIRS: set[str] = set()
+
+
+@contextmanager
+def host_dir(purpose: str, ttl_s: float = 3600.0) -> Iterator[Path]:
+    """A fresh temporary host directory owned by this process, removed on the way out.
+
+    It carries a ``.owner`` file with :func:`labels` (so a later process's sweep removes
+    it once this one is gone, even after ``kill -9``) and is known to
+    :func:`proctor.sandbox.cleanup.close_all` (so SIGINT / SIGTERM remove it too). Write
+    below it, not next to the ``.owner`` file."""
+    path = Path(tempfile.mkdtemp(prefix=f"{HOST_DIR_PREFIX}{purpose}-"))
+    try:
+        (path / ".owner").write_text(json.dumps(labels(f"host-{purpose}", ttl_s)))
+        with _LIVE_LOCK:
+            _HOST_DIRS.add(str(path))
+        yield path
+    finally:
+        with _LIVE_LOCK:
+            _HOST_DIRS.discard(str(path))
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def live_host_dirs() -> list[str]:
+    """The :func:`host_dir` directories of this process that exist now (a snapshot)."""
+    with _LIVE_LOCK:
+        return sorted(_HOST_DIRS)

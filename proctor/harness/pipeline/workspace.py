@@ -28,6 +28,7 @@ from proctor.patch.apply import apply_variants
 from proctor.patch.testpaths import is_test_module
 from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
 from proctor.sandbox.layout import REPO
+from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step
 from proctor.suites.baseline import cache_dir
 from proctor.task import Task
@@ -182,12 +183,12 @@ def _repo_tar(repo: str, fingerprint: str) -> bytes:
 
 
 def _build_repo_tar(repo: str) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="proctor-repo-") as tmp:
-        work = Path(tmp) / "repo"
+    with host_dir("repo") as tmp:
+        work = tmp / "repo"
         compiled = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
         shutil.copytree(repo, work, symlinks=True, ignore=lambda d, names: compiled(d, names)
                         | ({".git"} if Path(d) == Path(repo) else set()))  # no history
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp),
                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
                "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z", "LANG": "C"}
