@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from proctor.harness.integrity.secrets import find_secrets, shannon_entropy
+from proctor.harness.integrity.suppressions import find_suppressions
 from proctor.patch.added_lines import AddedLine, added_lines
-from proctor.suites.secrets_scan import find_secrets, shannon_entropy
-from proctor.suites.suppressions import find_suppressions
 
 PATCH = """\
 diff --git a/pkg/mod.py b/pkg/mod.py

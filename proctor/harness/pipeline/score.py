@@ -43,7 +43,9 @@ from pathlib import Path
 from proctor.errors import InfraError, ProctorError
 from proctor.harness.integrity.check import check_integrity
 from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.harness.integrity.secrets import find_secrets
 from proctor.harness.integrity.shadowing import image_top_level_modules, shadowing_reasons
+from proctor.harness.integrity.suppressions import find_suppressions
 from proctor.harness.pipeline import cancel, slots
 from proctor.harness.pipeline.deadline import (
     Deadline,
@@ -95,8 +97,6 @@ from proctor.sandbox import cleanup
 from proctor.sandbox.backends import check_required, choose_backend, resolve_env
 from proctor.sandbox.base import Limits
 from proctor.sandbox.layout import REPO
-from proctor.suites.secrets_scan import find_secrets
-from proctor.suites.suppressions import find_suppressions
 from proctor.task import Task, load_task
 from proctor.version import __version__
 
