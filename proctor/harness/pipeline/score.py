@@ -32,28 +32,27 @@ other. Sandboxes are adopted by the current :mod:`~proctor.harness.pipeline.canc
 
 from __future__ import annotations
 
-import contextvars
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from proctor.errors import InfraError, ProctorError
+from proctor.errors import ProctorError
 from proctor.harness.integrity.check import check_integrity
 from proctor.harness.integrity.forbidden import ForbiddenRules
 from proctor.harness.integrity.secrets import find_secrets
 from proctor.harness.integrity.shadowing import image_top_level_modules, shadowing_reasons
 from proctor.harness.integrity.suppressions import find_suppressions
-from proctor.harness.pipeline import cancel, slots
+from proctor.harness.pipeline import slots
 from proctor.harness.pipeline.deadline import (
     Deadline,
 )
 from proctor.harness.pipeline.measure import (
     RESTORE_TIMEOUT_S,
     STEP_TIMEOUT_S,
-    NoTime,
     close_now,
     files_steps,
     harness_budget,
@@ -69,16 +68,18 @@ from proctor.harness.pipeline.outcomes import (
     phase_timer,
     violation,
 )
+from proctor.harness.pipeline.sandboxes import Env, SandboxPair
 from proctor.harness.pipeline.suites_in_sandbox import (
-    open_patched_sandbox,
     run_public,
     suite_rng,
     task_baseline,
 )
 from proctor.harness.pipeline.workspace import (
+    ApplyResult,
     restore_public_tests,
 )
 from proctor.harness.tamper.tree import (
+    TamperVerdict,
     TextVerdict,
     inspect_patched_tree,
     judge_texts,
@@ -95,8 +96,9 @@ from proctor.patch.screen import ScreenedPatch, screen_patch
 from proctor.record import EnvInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.sandbox import cleanup
 from proctor.sandbox.backends import check_required, choose_backend, resolve_env
-from proctor.sandbox.base import Limits
+from proctor.sandbox.base import Limits, Sandbox
 from proctor.sandbox.layout import REPO
+from proctor.suites.pytest_runner import SuiteRun
 from proctor.task import Task, load_task
 from proctor.version import __version__
 
@@ -148,8 +150,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     try:
         task = task if isinstance(task, Task) else load_task(task)
         rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
-        _run_pipeline(rec, task, screened, data, image,
-                      limits or task.config.limits.to_limits(), sandbox, overlap)
+        _run_pipeline(rec, task, screened, data,
+                      _Choice(image, limits or task.config.limits.to_limits(), sandbox, overlap))
     except ProctorError as exc:
         mark_error(rec, exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
@@ -158,31 +160,106 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     return rec
 
 
-def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: PLR0913
-                  image: str | None, limits: Limits, sandbox: str | None,
-                  overlap: bool = True) -> None:
+@dataclass(frozen=True)
+class _Run:
+    """What every phase of one score reads: the record it fills, the task, the patch (as
+    screened and as bytes), the per-patch deadline and the phase timer."""
+
+    rec: RewardRecord
+    task: Task
+    screened: ScreenedPatch
+    data: bytes
+    deadline: Deadline
+    timer: Callable
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The integrity phase's result for a patch that may go on: what it touches, and the
+    gate's hard blockers the added lines gave (secrets)."""
+
+    summary: PatchSummary
+    blockers: list[str]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The first sandbox, with the patch applied and the patched tree judged clean."""
+
+    sb: Sandbox
+    applied: ApplyResult
+    tamper: TamperVerdict
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """The caller's choices for the sandboxes: image tag (None: the built one), limits,
+    backend name (None: the default) and whether the two sandboxes overlap."""
+
+    image: str | None
+    limits: Limits
+    sandbox: str | None
+    overlap: bool
+
+
+def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
+                  choice: _Choice) -> None:
+    """The five phases in order (design.md section 2); each returns what the next needs, or
+    None once the record has its ending (honest failure, violation)."""
     deadline = Deadline(task.config.timeouts.per_patch)
-    timer = phase_timer(rec)
+    run = _Run(rec, task, screened, data, deadline, phase_timer(rec))
     try:
-        _steps(rec, task, screened, data, image, limits, sandbox, overlap, deadline, timer)
+        if screened.reason:  # empty, too large, not UTF-8: nothing to read
+            return honest_failure(rec, screened.reason, screened.message, task)
+        checked = _integrity(run)  # 1. before anything is copied or started
+        if checked is None:
+            return None
+        # Steps 2 to 5 hold a sandbox slot (the process's and machine's cap on live
+        # sandboxes); the wait for it is not counted against the deadline.
+        waiting = time.monotonic()
+        with slots.acquire():
+            waited = time.monotonic() - waiting
+            rec.timing["slot_wait_s"] = round(waited, 3)
+            deadline.exclude(waited)
+            return _sandboxed(run, checked, choice)
     finally:
         patch_s, harness_s = deadline.shares()
         rec.timing["patch_code_s"] = round(patch_s, 3)
         rec.timing["harness_ops_s"] = round(harness_s, 3)
 
 
-def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: PLR0913
-           image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
-           deadline: Deadline, timer) -> None:
-    # 1. Integrity: before anything is copied or started.
-    if screened.reason:
-        return honest_failure(rec, screened.reason, screened.message, task)
-    with timer("integrity"):
+def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> None:
+    """Phases 2 to 5, under the sandbox slot the caller holds."""
+    rec, task = run.rec, run.task
+    env = _baseline(run, checked, choice)  # 2.
+    if env is None:
+        return None
+    with SandboxPair(task, env, run.data, rec.rollout_id, run.deadline, choice.overlap) as pair:
+        judged = _sandbox(run, pair, checked)  # 3.
+        if judged is None:
+            return None
+        m, public, hidden = _measure(run, pair, checked, env, judged)  # 4.
+    changed = sorted({p for key in ("install", "install_hidden") if key in rec.evidence
+                      for p in rec.evidence[key].details.get("repo_changes", [])})
+    if changed:  # the build code changed what the tamper checks had judged
+        return violation(rec, [f"{p}: changed in the repository by the install's build code"
+                               for p in changed[:20]], task, checked.blockers)
+    grade(rec, m, env.baseline, public, hidden, task, checked.blockers)  # 5.
+    rec.flags.exclude_from_advantage |= judged.tamper.detected
+    return None
+
+
+def _integrity(run: _Run) -> _Checked | None:
+    """Phase 1: the diff headers against the forbidden rules, cross-checked with git's
+    reading, and the host's scans of the added lines. None once the record has its ending
+    (unparseable patch, violation)."""
+    rec, task, screened = run.rec, run.task, run.screened
+    with run.timer("integrity"):
         rules = ForbiddenRules.for_task(
             task.config.forbidden, task.hidden_only_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
-            git_paths = _git_paths_as_applied(data)
+            git_paths = _git_paths_as_applied(run.data)
             try:
                 summary, verdict = check_integrity(screened.text, rules, git_paths,
                                                    lambda p: pristine_text(task.repo, p))
@@ -191,161 +268,132 @@ def _steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes, 
                                                    lambda p: pristine_text(task.repo, p),
                                                    recount=True)
         except PatchUnparseable as exc:
-            return honest_failure(rec, "patch_unparseable", str(exc), task)
+            honest_failure(rec, "patch_unparseable", str(exc), task)
+            return None
     rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
                               paths=list(verdict.paths))
-    with timer("added_lines_scan"):
+    with run.timer("added_lines_scan"):
         blockers = _scan_added_lines(rec, screened.text)
     if verdict.violated:
-        return violation(rec, [], task, blockers)
-
-    # Steps 2 to 4 hold a sandbox slot (the process's and machine's cap on live sandboxes);
-    # the wait for it is not counted against the deadline.
-    waiting = time.monotonic()
-    with slots.acquire():
-        waited = time.monotonic() - waiting
-        rec.timing["slot_wait_s"] = round(waited, 3)
-        deadline.exclude(waited)
-        return _sandboxed_steps(rec, task, screened, data, image, limits, sandbox, overlap,
-                                deadline, timer, summary, blockers)
+        violation(rec, [], task, blockers)
+        return None
+    return _Checked(summary, blockers)
 
 
-def _sandboxed_steps(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,  # noqa: C901, PLR0913, PLR0915
-                     image: str | None, limits: Limits, sandbox: str | None, overlap: bool,
-                     deadline: Deadline, timer, summary: PatchSummary,
-                     blockers: list[str]) -> None:
-    """Steps 2 to 4 and the reward, under one sandbox slot held by the caller."""
-    # 2. Baseline (cached per task + image + Proctor version).
-    with timer("baseline"):
-        backend = choose_backend(sandbox)
+def _baseline(run: _Run, checked: _Checked, choice: _Choice) -> Env | None:
+    """Phase 2: the backend and environment chosen, the task's baseline (cached per task,
+    image and Proctor version; its time is the task's preparation, not the patch's), and
+    new top-level modules refused that shadow what the image has installed. None once the
+    record has its ending (a shadowing violation)."""
+    rec, task, limits = run.rec, run.task, choice.limits
+    with run.timer("baseline"):
+        backend = choose_backend(choice.sandbox)
         check_required(backend, task.config.limits.required,
                        task.config.hidden_at_upstream_path)
-        tag, image_id = resolve_env(backend, image, task.requirements)
+        tag, image_id = resolve_env(backend, choice.image, task.requirements)
         rec.env.image, rec.env.image_digest = tag, image_id
         baseline = task_baseline(task, tag, image_id, limits, backend)
         shadowing = shadowing_reasons(
-            summary, image_top_level_modules(backend, tag, image_id, limits),
+            checked.summary, image_top_level_modules(backend, tag, image_id, limits),
             [p.name for p in task.repo.iterdir()])
-    deadline.exclude(rec.timing["baseline_s"])  # task preparation: cached, not counted
+    run.deadline.exclude(rec.timing["baseline_s"])  # task preparation: cached, not counted
     if shadowing:  # a new top-level module named like one the image has installed
-        return violation(rec, shadowing, task, blockers)
+        violation(rec, shadowing, task, checked.blockers)
+        return None
+    return Env(backend, tag, image_id, baseline, limits)
 
-    # 3. Sandbox: fresh container, single-commit repo, git apply, the tree report of the
-    # patched repo (one command; judged on the host right after). The second
-    # sandbox (hidden suite, mutation, benchmark: nothing the public run started or wrote
-    # reaches them) is made at once, in parallel, and closed unused on any early return
-    # (``overlap``; else only once the tamper check passed).
-    ttl = task.config.timeouts.per_patch + 300  # expiry label: deadline + teardown slack
 
-    def sandbox(tree_paths: list[str] | None = None):
-        given = harness_budget(deadline, "sandbox creation", STEP_TIMEOUT_S)
-        try:
-            opened = open_patched_sandbox(task, tag, data, limits, rec.rollout_id,
-                                          backend=backend, ttl_s=ttl, timeout=given,
-                                          tree_paths=tree_paths)
-            cancel.adopt(opened[0])  # removed at once if the requester went away
-            return opened
-        except InfraError as exc:  # the copy and apply ran out of what the deadline left?
-            if (isinstance(exc, NoTime) or deadline.can_start()
-                    or not deadline.capped(STEP_TIMEOUT_S, given)):
-                raise
-            raise NoTime(deadline.ran_out("sandbox creation", cut=True)) from exc
+def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | None:
+    """Phase 3: the first sandbox (fresh, the repo as a single-commit git repo, ``git
+    apply`` and the tree report of the patched repo in one command), the second made
+    alongside it (with overlap), then the tamper checks, before any code of the patch
+    runs. None once the record has its ending (did not apply, tampering)."""
+    rec, task, summary = run.rec, run.task, checked.summary
+    # the tamper judges read the touched files' texts: judged now, on the texts the host
+    # predicts, while the sandboxes are made; kept when the tree holds those texts
+    texts_judged = pair.submit(_judge_predicted_texts, task, summary, run.screened.text)
+    pair.start_second()
+    with run.timer("sandbox"):  # create + copy + apply + the tree report (one command)
+        sb, applied = pair.open_first(wanted_texts(summary))
+    rec.apply_strategy = applied.strategy
+    rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
+                                     else 1, duration_s=round(applied.duration_s, 3),
+                                     output=applied.output[-4000:])
+    if not applied.applied:
+        honest_failure(rec, "did_not_apply", applied.output[-500:], task, checked.blockers)
+        return None
+    with run.timer("tamper"):  # tree check + detections, before any code of the patch runs
+        tamper = inspect_patched_tree(
+            sb, task, REPO, summary,
+            harness_budget(run.deadline, "the tamper checks", STEP_TIMEOUT_S),
+            applied.tree_report, applied.tree_report_cut, texts_judged.result())
+    rec.evidence["tamper"] = Evidence(
+        command="tree_report.py (in the apply command); tamper judges",
+        duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
+        details={"violations": tamper.violations, "findings": tamper.findings})
+    if tamper.violations:
+        violation(rec, tamper.violations, task, checked.blockers)
+        return None
+    return _Judged(sb, applied, tamper)
 
-    with ExitStack() as stack:
-        if overlap:  # a second sandbox alive at once: only with a second slot free now
-            try:
-                stack.enter_context(slots.acquire(timeout=0))
-            except slots.SlotTimeout:
-                overlap = False
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=3))
-        taken: list = []
-        # the tamper judges read the touched files' texts: judged now, on the texts the host
-        # predicts, while the sandboxes are made; kept when the tree holds those texts
-        texts_judged = _submit(pool, _judge_predicted_texts, task, summary, screened.text)
-        if overlap:
-            second = _submit(pool, sandbox)
-            stack.callback(_close_unused, second, taken)
-        with timer("sandbox"):  # create + copy + apply + the tree report (one command)
-            sb, applied = sandbox(wanted_texts(summary))
-        stack.callback(sb.close)
-        rec.apply_strategy = applied.strategy
-        rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
-                                         else 1, duration_s=round(applied.duration_s, 3),
-                                         output=applied.output[-4000:])
-        if not applied.applied:
-            return honest_failure(rec, "did_not_apply", applied.output[-500:], task,
-                                   blockers)
-        with timer("tamper"):  # tree check + detections, before any code of the patch runs
-            tamper = inspect_patched_tree(
-                sb, task, REPO, summary,
-                harness_budget(deadline, "the tamper checks", STEP_TIMEOUT_S),
-                applied.tree_report, applied.tree_report_cut, texts_judged.result())
-        rec.evidence["tamper"] = Evidence(
-            command="tree_report.py (in the apply command); tamper judges",
-            duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
-            details={"violations": tamper.violations, "findings": tamper.findings})
-        if tamper.violations:
-            return violation(rec, tamper.violations, task, blockers)
 
-        # 4. Measure, each step under its own timeout. The second sandbox runs the hidden
-        # suite now, then mutation (its kill phase waits for the public suite's trusted
-        # killers), while the first runs, before any code of the patch: compiled and static
-        # analysis (files only) and the restore of the pristine public tests (one command);
-        # then the public suite. Without ``overlap``: the first sandbox's steps, then the
-        # second's.
-        public_run: Future = Future()
-        m = Measurements(diff_lines=code_lines_changed(screened.text),
-                         penalty_indicators=dict(tamper.indicators))
-        hidden_steps = partial(second_sandbox_steps, rec, m, task, data, applied, summary,
-                               baseline, limits, deadline,
-                               suite_rng(screened.sha256, task.fingerprint, "hidden"))
-        if overlap:
-            hidden_side = _submit(pool, hidden_steps, second, taken, public_run)
-        try:
-            install = task.config.install
-            restored = files_steps(rec, m, sb, task, summary, deadline, restore=not install)
-            failed = None
-            if install and restored:  # the patch's build code, then the pristine tests back
-                with timer("install"):
-                    failed = install_step(rec, sb, deadline, "install")
-                if failed is None and not deadline.can_start():  # the build used the time
-                    failed = deadline.ran_out("the public tests")
-                elif failed is None:
-                    restore_public_tests(sb, task, deadline.budget(RESTORE_TIMEOUT_S))
-            with timer("public_tests"):
-                if failed is not None:  # not run: every public test failed
-                    public = not_installed_suite("public", failed)
-                    m.notes["public_tests"] = failed
-                else:
-                    public = suite_within(
-                        m, deadline, "public", task.config.timeouts.per_suite,
-                        lambda t: run_public(sb, task, t, list(summary.files),
-                                             restored=restored,
-                                             rng=suite_rng(screened.sha256, task.fingerprint,
-                                                           "public")))
-        except BaseException as exc:  # the second sandbox's mutation step waits for it
-            public_run.set_exception(exc)
-            if overlap:  # end the second sandbox's steps now, not after its hidden run
-                close_now(second)
-            raise
-        public_run.set_result(public)
-        sb.close()
-        if overlap:
-            hidden = hidden_side.result()
-        else:
-            second = _submit(pool, sandbox)
-            stack.callback(_close_unused, second, taken)
-            hidden = hidden_steps(second, taken, public_run)
+def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
+             judged: _Judged) -> tuple[Measurements, SuiteRun, SuiteRun]:
+    """Phase 4, each step under its own timeout: the second sandbox runs the hidden suite,
+    then mutation (its kill phase waits for the public suite's trusted killers), then the
+    benchmark, while the first runs, before any code of the patch, compiled and static
+    analysis (files only) and the restore of the pristine public tests (one command), then
+    the public suite. Without overlap: the first sandbox's steps, then the second's.
+    Returns the measurements and the public and hidden runs."""
+    rec, task, screened, summary = run.rec, run.task, run.screened, checked.summary
+    public_run: Future = Future()
+    m = Measurements(diff_lines=code_lines_changed(screened.text),
+                     penalty_indicators=dict(judged.tamper.indicators))
+    hidden_steps = partial(second_sandbox_steps, rec, m, task, run.data, judged.applied,
+                           summary, env.baseline, env.limits, run.deadline,
+                           suite_rng(screened.sha256, task.fingerprint, "hidden"))
+    if pair.overlap:
+        hidden_side = pair.submit(hidden_steps, pair.second, pair.taken, public_run)
+    try:
+        public = _public_steps(run, judged.sb, m, summary)
+    except BaseException as exc:  # the second sandbox's mutation step waits for it
+        public_run.set_exception(exc)
+        if pair.overlap:  # end the second sandbox's steps now, not after its hidden run
+            close_now(pair.second)
+        raise
+    public_run.set_result(public)
+    judged.sb.close()
+    if pair.overlap:
+        hidden = hidden_side.result()
+    else:
+        hidden = hidden_steps(pair.open_second_now(), pair.taken, public_run)
+    return m, public, hidden
 
-    changed = sorted({p for key in ("install", "install_hidden") if key in rec.evidence
-                      for p in rec.evidence[key].details.get("repo_changes", [])})
-    if changed:  # the build code changed what the tamper checks had judged
-        return violation(rec, [f"{p}: changed in the repository by the install's build code"
-                                for p in changed[:20]], task, blockers)
-    # 5. Reward: a pure function of the measurements.
-    grade(rec, m, baseline, public, hidden, task, blockers)
-    rec.flags.exclude_from_advantage |= tamper.detected
-    return None
+
+def _public_steps(run: _Run, sb: Sandbox, m: Measurements, summary: PatchSummary) -> SuiteRun:
+    """The first sandbox's measure steps: the file checks (and the restore of the pristine
+    public tests), with ``install = true`` the install and then the restore, then the
+    public suite."""
+    rec, task, deadline = run.rec, run.task, run.deadline
+    install = task.config.install
+    restored = files_steps(rec, m, sb, task, summary, deadline, restore=not install)
+    failed = None
+    if install and restored:  # the patch's build code, then the pristine tests back
+        with run.timer("install"):
+            failed = install_step(rec, sb, deadline, "install")
+        if failed is None and not deadline.can_start():  # the build used the time
+            failed = deadline.ran_out("the public tests")
+        elif failed is None:
+            restore_public_tests(sb, task, deadline.budget(RESTORE_TIMEOUT_S))
+    with run.timer("public_tests"):
+        if failed is not None:  # not run: every public test failed
+            m.notes["public_tests"] = failed
+            return not_installed_suite("public", failed)
+        rng = suite_rng(run.screened.sha256, task.fingerprint, "public")
+        return suite_within(
+            m, deadline, "public", task.config.timeouts.per_suite,
+            lambda t: run_public(sb, task, t, list(summary.files), restored=restored,
+                                 rng=rng))
 
 
 def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str
@@ -361,11 +409,6 @@ def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str
                            lambda p: pristine_text(task.repo, p), task.config.tests.public)
     except Exception:  # noqa: BLE001 - only a head start: the tree's texts are judged anyway
         return None
-
-
-def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
-    """``pool.submit`` in a copy of the caller's context (its cancel scope goes along)."""
-    return pool.submit(contextvars.copy_context().run, fn, *args)
 
 
 def _git_paths_as_applied(data: bytes) -> set[str]:
@@ -394,18 +437,6 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     if not parsed:
         raise first
     return paths
-
-
-def _close_unused(future, taken: list) -> None:
-    """Close the prepared sandbox unless the pipeline took it (an early return or an error
-    on the way leaves it unused)."""
-    if taken:
-        return
-    try:
-        sb, _ = future.result()
-    except BaseException:  # noqa: BLE001 - it closed itself; the first error is the one raised
-        return
-    sb.close()
 
 
 def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
