@@ -83,7 +83,7 @@ def _random_token(value: str) -> bool:
 def _plugins() -> tuple:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    classes = get_mapping_from_secret_type_to_class().values()
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
     return tuple(c() for c in classes if c.__name__ not in _SKIPPED_PLUGINS)
 
 
