@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proctor.errors import InfraError
+from proctor.sandbox.layout import SANDBOX_UID
 
 #: Output kept per command, in bytes; the rest is dropped with a marker.
 DEFAULT_OUTPUT_CAP = 256 * 1024
@@ -210,9 +211,6 @@ class Sandbox(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-SANDBOX_UID = 1000
 
 
 def _owner(info: tarfile.TarInfo, read_only: bool) -> tarfile.TarInfo:

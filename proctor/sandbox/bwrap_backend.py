@@ -42,6 +42,7 @@ import uuid
 import weakref
 from pathlib import Path
 
+from proctor import cache_dirs
 from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox import ownership
 from proctor.sandbox.base import (
@@ -52,13 +53,17 @@ from proctor.sandbox.base import (
     register,
     stdin_chunks,
 )
+from proctor.sandbox.layout import (
+    HOME,
+    KILL_AFTER_S,
+    SANDBOX_UID,
+    SANDBOX_USER,
+    WATCHDOG_SLACK_S,
+)
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
 
-KILL_AFTER_S = 3
-WATCHDOG_SLACK_S = 10
 #: Host uid the sandbox runs as when Proctor runs as root.
 HOST_UID = 61000
-HOME = "/home/agent"
 VENV_IN_SANDBOX = "/opt/proctor/venv"
 DIR_PREFIX = "proctor-bwrap-"
 SANDBOX_ENV = {
@@ -104,16 +109,6 @@ def _python() -> str | None:
     return None
 
 
-def venv_root() -> Path:
-    """Where tools venvs are cached: ``$PROCTOR_VENV_DIR``, else ``/var/cache/proctor/venvs``
-    (root) or ``~/.cache/proctor/venvs``."""
-    if os.environ.get("PROCTOR_VENV_DIR"):
-        return Path(os.environ["PROCTOR_VENV_DIR"])
-    if _is_root():
-        return Path("/var/cache/proctor/venvs")
-    return Path.home() / ".cache" / "proctor" / "venvs"
-
-
 def env_id(requirements: list[str] | tuple[str, ...] = ()) -> str:
     """Content id of the venv (pins + the task's requirements + interpreter): part of the
     baseline cache key."""
@@ -134,7 +129,7 @@ def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
     problem = unavailable()
     if problem:
         raise InfraError(f"local sandbox unavailable: {problem}")
-    root = venv_root()
+    root = cache_dirs.venvs()
     root.mkdir(parents=True, exist_ok=True)
     target = root / env_id(requirements).split(":")[1]
     done = target / ".proctor-complete"
@@ -300,9 +295,9 @@ class LocalSandbox(Sandbox):
         etc = root / "etc"
         etc.mkdir()
         (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
-                                    f"agent:x:1000:1000:agent:{HOME}:/bin/sh\n"
+                                    f"agent:x:{SANDBOX_UID}:{SANDBOX_UID}:agent:{HOME}:/bin/sh\n"
                                     "nobody:x:65534:65534:nobody:/:/bin/false\n")
-        (etc / "group").write_text("root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n")
+        (etc / "group").write_text(f"root:x:0:\nagent:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
         (etc / "hostname").write_text("proctor\n")
         for name in [*AREAS, "etc/passwd", "etc/group", "etc/hostname"]:
             self._fds[name] = os.open(root / name, os.O_PATH)
@@ -325,7 +320,7 @@ class LocalSandbox(Sandbox):
     def _argv(self, argv: list[str], *, user: str | None, cwd: str | None,
               timeout: float | None) -> list[str]:
         root_user = (user or "").split(":")[0] == "0"
-        uid = "0" if root_user else "1000"
+        uid = "0" if root_user else str(SANDBOX_UID)
         f = self._fds
         args = [
             "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
@@ -459,7 +454,7 @@ class LocalSandbox(Sandbox):
         if as_root:
             script += ' && chmod -R a-w "$1"'
         code, _, err = self._io(["sh", "-c", script, "sh", dest_dir], tar_bytes,
-                                "0:0" if as_root else "1000:1000", 0)
+                                "0:0" if as_root else SANDBOX_USER, 0)
         if code != 0:
             raise InfraError(f"cannot copy files to {dest_dir}: "
                              f"{err.decode(errors='replace')[-500:]}")

@@ -46,13 +46,15 @@ from proctor.sandbox.base import (
     stdin_chunks,
 )
 from proctor.sandbox.engine import docker_client
+from proctor.sandbox.layout import (
+    HOME,
+    KILL_AFTER_S,
+    SANDBOX_UID,
+    SANDBOX_USER,
+    WATCHDOG_SLACK_S,
+)
 
 LABEL = ownership.LABEL
-#: Seconds between the in-container TERM and KILL, and extra host watchdog slack.
-KILL_AFTER_S = 3
-WATCHDOG_SLACK_S = 10
-HOME = "/home/agent"
-SANDBOX_USER = "1000:1000"
 SANDBOX_ENV = {
     "HOME": HOME,
     "PATH": "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -86,7 +88,7 @@ PY_INIT = (
 
 def writable_mounts(limits: Limits) -> dict[str, str]:
     """tmpfs mount point -> mount options (sizes in bytes) for ``limits``."""
-    user = "uid=1000,gid=1000,mode=0755"
+    user = f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"
     return {
         # root's and sticky: the user makes the repo there, and cannot rename what root
         # makes (the hidden tests' directories:

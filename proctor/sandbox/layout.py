@@ -1,5 +1,7 @@
-"""Where things are inside a sandbox: the one home of the in-sandbox paths every backend
-lays out and every step refers to. Plain constants; importing this touches nothing."""
+"""What every sandbox looks like from inside, whichever backend made it: the in-sandbox
+paths, the user the code under test runs as, and the seconds a command gets to stop after
+its timeout. The one home of these constants for the backends and the steps; plain values,
+importing this touches nothing."""
 
 from __future__ import annotations
 
@@ -14,3 +16,16 @@ PYTHON = "/opt/proctor/venv/bin/python"
 #: Where ``install = true`` installs the patched project (outside the repository, so no
 #: patch path reaches it); appended to ``sys.path`` after the repository and ``pythonpath``.
 SITE_DIR = "/work/.proctor-site"
+
+#: The unprivileged user (uid and gid) the code under test runs as; files it may write are
+#: owned by it, files it may only read by root.
+SANDBOX_UID = 1000
+SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+#: The sandbox user's home: a small private writable area, emptied between suites.
+HOME = "/home/agent"
+
+#: Seconds between a timed-out command's TERM and its KILL (``timeout -k``).
+KILL_AFTER_S = 3
+#: Seconds the host's watchdog waits beyond a command's timeout and :data:`KILL_AFTER_S`
+#: before it ends the exec from outside (a sandbox that no longer answers).
+WATCHDOG_SLACK_S = 10

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Sandbox, tar_of_files
+from proctor.sandbox.layout import KILL_AFTER_S
 
-#: Seconds between a step's TERM and KILL (as the backends' own ``timeout -k``).
-KILL_AFTER_S = 3
 #: Extra seconds of the whole command's timeout over the sum of its steps'.
 SLACK_S = 10.0
 

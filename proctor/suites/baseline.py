@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from proctor import cache_dirs
 from proctor.errors import TaskConfigError
 from proctor.file_lock import file_lock
 from proctor.record import SuiteTests
@@ -137,11 +138,6 @@ def check_sources_reached(task: Task, reach: dict[str, ReachMap | None] | None) 
         "src layout)")
 
 
-def cache_dir() -> Path:
-    """``$PROCTOR_CACHE_DIR`` or ``~/.cache/proctor``."""
-    return Path(os.environ.get("PROCTOR_CACHE_DIR") or Path.home() / ".cache" / "proctor")
-
-
 def baseline_key(task: Task, image_id: str) -> str:
     """Content address: task fingerprint + image id + Proctor version + baseline format +
     number of runs + the in-sandbox harness's digest (a changed runner measures anew)."""
@@ -169,7 +165,7 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
         TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
     """
     key = baseline_key(task, image_id)
-    path = cache_dir() / "baselines" / f"{key}.json"
+    path = cache_dirs.baselines() / f"{key}.json"
     if path.is_file() and not refresh:
         return Baseline.model_validate_json(path.read_text())
     # One computation per key at a time, across threads and processes: whoever waited on

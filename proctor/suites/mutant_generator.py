@@ -43,8 +43,8 @@ import threading
 import time
 from pathlib import Path
 
+from proctor import cache_dirs
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
-from proctor.suites.baseline import cache_dir
 
 ADAPTER_DIR = Path(__file__).resolve().parent / "incontainer"
 #: Address-space limit of a generator process (bytes).
@@ -244,7 +244,7 @@ def _image_site_packages(sb) -> Path | None:
     client = getattr(sb, "_client", None)
     if not image_id or client is None:
         return None
-    root = cache_dir() / "gen-tools" / image_id.replace(":", "-")
+    root = cache_dirs.gen_tools() / image_id.replace(":", "-")
     if (root / "site-packages").is_dir():
         return root / "site-packages"
     root.parent.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from proctor import cache_dirs
 from proctor.file_lock import file_lock
 from proctor.record import RewardRecord
-from proctor.suites.baseline import cache_dir
 from proctor.version import __version__
 
 #: Bumped whenever the stored shape or its meaning changes: part of every key.
@@ -55,7 +55,7 @@ class ResultCache:
     """Scored records on disk by :func:`result_key`. Safe for threads and processes."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else cache_dir() / "results"
+        self.root = Path(root) if root is not None else cache_dirs.results()
 
     def _path(self, key: str) -> Path:
         return self.root / f"{key}.json"

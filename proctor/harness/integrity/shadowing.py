@@ -17,11 +17,11 @@ import re
 import tempfile
 from collections.abc import Iterable
 
+from proctor import cache_dirs
 from proctor.errors import InfraError
 from proctor.harness.integrity.forbidden import TOOLING_MODULES, ForbiddenRules
 from proctor.patch.parse import PatchSummary, fold
 from proctor.sandbox.base import Limits
-from proctor.suites.baseline import cache_dir
 from proctor.suites.pytest_runner import PYTHON
 
 #: Names too generic to be taken from an image listing (a sloppy distribution may install a
@@ -41,7 +41,7 @@ def image_top_level_modules(backend: str, image: str, image_id: str,
     """Top-level module names importable by the harness interpreter of ``image`` (the
     environment :func:`proctor.sandbox.backends.resolve_env` gave for ``backend``), cached
     per ``image_id``. Falls back to :data:`TOOLING_MODULES` when the sandbox fails."""
-    path = cache_dir() / "image-modules" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', image_id)}.json"
+    path = cache_dirs.image_modules() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', image_id)}.json"
     if path.is_file():
         return frozenset(json.loads(path.read_text()))
     from proctor.sandbox.backends import open_sandbox

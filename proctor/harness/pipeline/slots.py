@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from proctor import cache_dirs
 from proctor.errors import InfraError, ProctorError
 from proctor.harness.pipeline import cancel
 
@@ -115,9 +116,8 @@ def stats() -> dict[str, int]:
 
 
 def slot_dir() -> Path:
-    from proctor.suites.baseline import cache_dir
-
-    return cache_dir() / "slots"
+    """Where the slot lock files live (:func:`proctor.cache_dirs.slots`)."""
+    return cache_dirs.slots()
 
 
 def _remaining(end: float | None) -> float | None:

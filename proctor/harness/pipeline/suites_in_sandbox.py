@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from proctor import cache_dirs
 from proctor.errors import TaskConfigError
 from proctor.harness.pipeline.install import INSTALL_TIMEOUT_S, install_repo
 from proctor.harness.pipeline.workspace import (
@@ -30,7 +31,7 @@ from proctor.patch.parse import parse_patch
 from proctor.sandbox.backends import open_sandbox
 from proctor.sandbox.base import Limits, Sandbox
 from proctor.sandbox.layout import REPO
-from proctor.suites.baseline import Baseline, cache_dir, load_or_compute_baseline
+from proctor.suites.baseline import Baseline, load_or_compute_baseline
 from proctor.suites.pytest_runner import HARNESS_DIR, SuiteRun, install_harness, run_suite
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
@@ -101,7 +102,7 @@ def harness_mount() -> dict[str, Path] | None:
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    where = cache_dir() / "harness" / digest.hexdigest()[:32]
+    where = cache_dirs.harness_files() / digest.hexdigest()[:32]
     try:
         if not where.is_dir():
             _write_read_only_dir(where, files)

@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from proctor import cache_dirs
 from proctor.errors import InfraError
 from proctor.harness.pipeline.hidden_names import rename_hidden_tree
 from proctor.harness.tamper.tree import tree_report_argv
 from proctor.patch.apply import apply_variants
 from proctor.patch.testpaths import is_test_module
-from proctor.sandbox.base import SANDBOX_UID, ExecResult, Sandbox, tar_of_tree
-from proctor.sandbox.layout import REPO
+from proctor.sandbox.base import ExecResult, Sandbox, tar_of_tree
+from proctor.sandbox.layout import REPO, SANDBOX_UID
 from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step
-from proctor.suites.baseline import cache_dir
 from proctor.task import Task
 
 PATCH_PATH = "/proctor/in/patch.diff"
@@ -163,7 +163,7 @@ def _repo_tar(repo: str, fingerprint: str) -> bytes:
     (sandbox user's), without the end-of-archive blocks. ``fingerprint`` keys the caches
     (this process's last few, and ``$PROCTOR_CACHE_DIR/repos/``, written atomically): a
     changed task gets a new archive, a batch over many tasks builds each once."""
-    path = cache_dir() / "repos" / f"{fingerprint}-v{_REPO_TAR_FORMAT}.tar"
+    path = cache_dirs.repos() / f"{fingerprint}-v{_REPO_TAR_FORMAT}.tar"
     try:
         return path.read_bytes()
     except OSError:
