@@ -8,7 +8,13 @@ from collections.abc import Callable
 
 
 def _with_final_newline(b: bytes) -> bytes:
+    """``b`` ending in a newline (a model's patch often lacks the last one)."""
     return b if b.endswith(b"\n") else b + b"\n"
+
+
+def _lf_with_final_newline(b: bytes) -> bytes:
+    """``b`` with CRLF line ends made LF, ending in a newline."""
+    return _with_final_newline(b.replace(b"\r\n", b"\n"))
 
 
 #: (strategy name, extra git-apply flags, patch transform), tried in order. The integrity
@@ -16,11 +22,11 @@ def _with_final_newline(b: bytes) -> bytes:
 #: (:func:`proctor.harness.pipeline.score._git_paths_as_applied`).
 APPLY_STRATEGIES: tuple[tuple[str, list[str], Callable[[bytes], bytes] | None], ...] = (
     ("git_apply", [], None),
-    ("git_apply_trailing_newline", [], lambda b: b if b.endswith(b"\n") else b + b"\n"),
+    ("git_apply_trailing_newline", [], _with_final_newline),
     # CRLF line endings throughout (a completion from a Windows tool): the context lines
     # carry a CR the repo's LF files do not have, so git finds no match.
-    ("git_apply_lf", [], lambda b: _with_final_newline(b.replace(b"\r\n", b"\n"))),
-    ("git_apply_recount", ["--recount"], lambda b: b if b.endswith(b"\n") else b + b"\n"),
+    ("git_apply_lf", [], _lf_with_final_newline),
+    ("git_apply_recount", ["--recount"], _with_final_newline),
 )
 
 
