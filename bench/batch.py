@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from overhead import TARGET_S, bare_runs  # noqa: E402
+from overhead import TARGET_S, bare_runs
 
-from proctor import load_task, score_batch  # noqa: E402
-from proctor.harness.batch.rollout import prepare_task  # noqa: E402
+from proctor import load_task, score_batch
+from proctor.harness.batch import prepare_task
 
 CANDIDATES = ["reference", "partial", "comment_mentions_hidden", "violation_hidden_tests"]
 #: Records whose reward differs from the usual one of their candidate (JSONL, appended).

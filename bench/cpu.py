@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proctor import score  # noqa: E402
-from proctor.sandbox import docker_backend as db  # noqa: E402
+from proctor import score
+from proctor.sandbox import docker_backend as db
 
 HZ = os.sysconf("SC_CLK_TCK")
 CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")

@@ -28,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import honest_failures  # noqa: E402
-from bench.abuse_cases import ABUSES, make_abuse_task  # noqa: E402
-from bench.batch import load_make_task  # noqa: E402
-from proctor import score  # noqa: E402
-from proctor.sandbox.backends import choose_backend  # noqa: E402
+from bench import honest_failures
+from bench.abuse_cases import ABUSES, make_abuse_task
+from bench.batch import load_make_task
+from proctor import score
+from proctor.sandbox import choose_backend
 
 STRICT = ("status", "reward", "reason", "components", "penalties", "flags", "integrity")
 

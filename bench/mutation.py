@@ -32,18 +32,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proctor import load_task  # noqa: E402
-from proctor.harness.integrity.check import check_integrity  # noqa: E402
-from proctor.harness.integrity.forbidden import ForbiddenRules  # noqa: E402
-from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox, run_hidden, run_public  # noqa: E402
-from proctor.harness.pipeline.workspace import apply_patch, kill_user_processes  # noqa: E402
-from proctor.patch.parse import PatchSummary  # noqa: E402
-from proctor.sandbox.base import Limits  # noqa: E402
-from proctor.sandbox.engine import docker_client  # noqa: E402
-from proctor.sandbox.image import resolve_image  # noqa: E402
-from proctor.suites import mutation  # noqa: E402
-from proctor.suites.mutation import run_mutation  # noqa: E402
-from proctor.task import MutationConfig  # noqa: E402
+from proctor import load_task
+from proctor.harness.integrity import (
+    ForbiddenRules,
+    check_integrity,
+)
+from proctor.harness.pipeline import open_patched_sandbox, run_hidden, run_public
+from proctor.harness.pipeline.workspace import kill_user_processes
+from proctor.patch import PatchSummary
+from proctor.sandbox import (
+    Limits,
+    docker_client,
+    resolve_image,
+)
+from proctor.suites import (
+    mutation,
+    run_mutation,
+)
+from proctor.task import MutationConfig
 
 MODULE = "toolz/itertoolz.py"
 FIXED_S, PER_MUTANT_S = 1.0, 0.030
@@ -130,8 +136,9 @@ def main() -> int:
     whole = dataclasses.replace(summary, added_line_numbers={MODULE: list(range(1, lines + 100))})
     whole_task = task.model_copy(update={"config": task.config.model_copy(
         update={"mutation": MutationConfig(max_mutants=10_000)})})
-    with open_task_sandbox(task, image, Limits(cpus=args.cpus)) as sb:
-        assert apply_patch(sb, patch).applied
+    sb, applied = open_patched_sandbox(task, image, patch, Limits(cpus=args.cpus))
+    with sb:
+        assert applied.applied
         runs = [run_public(sb, task, 300), run_hidden(sb, task, 300)]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
         hidden_root = runs[1].command.split("--rootdir=")[1].split()[0]

@@ -21,12 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proctor import load_task, score  # noqa: E402
-from proctor.harness.pipeline.workspace import apply_patch, prepare_repo  # noqa: E402
-from proctor.sandbox.docker_backend import DockerSandbox  # noqa: E402
-from proctor.sandbox.engine import docker_client  # noqa: E402
-from proctor.sandbox.image import resolve_image  # noqa: E402
-from proctor.sandbox.layout import REPO  # noqa: E402
+from proctor import load_task, score
+from proctor.harness.pipeline.workspace import prepare_repo
+from proctor.sandbox import (
+    REPO,
+    DockerSandbox,
+    docker_client,
+    resolve_image,
+)
 
 TARGET_S = 1.5
 
@@ -34,8 +36,7 @@ TARGET_S = 1.5
 def bare_runs(task, image: str, repeats: int) -> list[float]:
     times = []
     with DockerSandbox(image) as sb:
-        prepare_repo(sb, task)
-        assert apply_patch(sb, task.reference_patch.read_bytes()).applied
+        assert prepare_repo(sb, task, patch=task.reference_patch.read_bytes()).applied
         sb.put_tree("/proctor/hidden", task.hidden, read_only=True)
         public = " ".join(task.config.tests.public)
         hidden = " ".join(task.hidden_files)

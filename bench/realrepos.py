@@ -27,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.realrepo_tasks import TASKS, build_task  # noqa: E402
-from proctor import load_task, score  # noqa: E402
-from proctor.sandbox.engine import docker_client  # noqa: E402
-from proctor.sandbox.image import resolve_image  # noqa: E402
+from bench.realrepo_tasks import TASKS, build_task
+from proctor import load_task, score
+from proctor.sandbox import (
+    docker_client,
+    resolve_image,
+)
 
 TARGET_RATIO = 1.5
 MUTATION_BASE_S = 1.0

@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.batch import load_make_task  # noqa: E402
-from proctor.harness.batch.rollout import prepare_task  # noqa: E402
-from proctor.harness.pipeline.score import score  # noqa: E402
+from bench.batch import load_make_task
+from proctor.harness.batch import prepare_task
+from proctor.harness.pipeline import score
 
 PROMPT = "Fix getter.\n"
 
@@ -95,7 +95,7 @@ class DockerPeak:
     """Peak of live containers owned by ``pid`` (sampled every 0.1 s)."""
 
     def __init__(self, pid: int) -> None:
-        from proctor.sandbox.engine import docker_client
+        from proctor.sandbox import docker_client
 
         self.api = docker_client(timeout=30).api
         self.filters = {"label": ["org.proctor", f"org.proctor.owner_pid={pid}"]}

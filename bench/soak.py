@@ -32,12 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.abuse_cases import ABUSES, make_abuse_task  # noqa: E402
-from bench.batch import load_make_task  # noqa: E402
-from proctor import score  # noqa: E402
-from proctor.sandbox import cleanup  # noqa: E402
-from proctor.sandbox.backends import choose_backend  # noqa: E402
-from proctor.sandbox.bwrap_backend import DIR_PREFIX, sandbox_base  # noqa: E402
+from bench.abuse_cases import ABUSES, make_abuse_task
+from bench.batch import load_make_task
+from proctor import score
+from proctor.sandbox import (
+    choose_backend,
+    cleanup,
+)
+from proctor.sandbox.bwrap_backend import DIR_PREFIX, sandbox_base
 
 LABEL = "org.proctor"
 
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = choose_backend(args.sandbox)
     client = None
     if backend == "docker":
-        from proctor.sandbox.engine import docker_client
+        from proctor.sandbox import docker_client
 
         client = docker_client()
     before_tmp = set(temp_leftovers())

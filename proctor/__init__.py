@@ -13,9 +13,8 @@ from proctor.errors import (
     ProctorError,
     TaskConfigError,
 )
-from proctor.harness.batch.rollout_io import Rollout
-from proctor.harness.batch.run import ascore, score_batch
-from proctor.harness.pipeline.score import score
+from proctor.harness.batch import Rollout, ascore, score_batch
+from proctor.harness.pipeline import score
 from proctor.record import RewardRecord
 from proctor.task import Task, load_task
 from proctor.version import __version__

@@ -86,7 +86,7 @@ def score(
 
     Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
     configuration, 3 infrastructure error."""
-    from proctor.harness.pipeline.score import score as score_patch
+    from proctor.harness.pipeline import score as score_patch
 
     if str(patch) == "-":
         data = typer.get_binary_stream("stdin").read()
@@ -116,7 +116,7 @@ def cleanup(
 ) -> None:
     """Remove sandboxes a crashed run left: expired ones and those whose owner is gone.
     Sandboxes of live Proctor processes are never touched."""
-    from proctor.sandbox.cleanup import remove_stale
+    from proctor.sandbox import remove_stale
 
     report = remove_stale(expired=not dead_only)
     print(f"removed {len(report.containers)} container(s), {len(report.dirs)} local dir(s)")
@@ -140,8 +140,8 @@ def task_check(
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
-    from proctor.harness.pipeline.suites_in_sandbox import task_baseline
-    from proctor.sandbox.backends import check_required, choose_backend, resolve_env
+    from proctor.harness.pipeline import task_baseline
+    from proctor.sandbox import check_required, choose_backend, resolve_env
     from proctor.task import load_task
 
     try:
@@ -176,7 +176,7 @@ def image_build(
                                     "(default: a Debian base made with debootstrap)."),
 ) -> None:
     """Build the sandbox image offline; prints its content-addressed tag."""
-    from proctor.sandbox.image import DEFAULT_BASE, build_image
+    from proctor.sandbox import DEFAULT_BASE, build_image
 
     try:
         print(build_image(base or DEFAULT_BASE))
@@ -188,8 +188,7 @@ def image_build(
 @image_app.command("list")
 def image_list() -> None:
     """List Proctor's sandbox images and task environments, newest first."""
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.environments import list_images
+    from proctor.sandbox import docker_client, list_images
 
     try:
         images = list_images(docker_client())
@@ -210,8 +209,7 @@ def image_prune(
     keep: int = typer.Option(5, min=0, help="Task environments to keep (the newest)."),
 ) -> None:
     """Remove task-environment images but the newest KEEP; sandbox images are kept."""
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.environments import prune_images
+    from proctor.sandbox import docker_client, prune_images
 
     try:
         removed, busy = prune_images(docker_client(), keep)

@@ -26,11 +26,18 @@ from rich.progress import (
 from rich.table import Table
 
 from proctor.errors import TaskConfigError
-from proctor.harness.batch.options import BatchConfigError, BatchOptions, check_options
-from proctor.harness.batch.retry import RetryPolicy
-from proctor.harness.batch.rollout_io import prepare_resume, read_rollouts
-from proctor.harness.batch.run import iter_batch
-from proctor.harness.batch.summary import BatchSummary, is_violation, summarize
+from proctor.harness.batch import (
+    BatchConfigError,
+    BatchOptions,
+    BatchSummary,
+    RetryPolicy,
+    check_options,
+    is_violation,
+    iter_batch,
+    prepare_resume,
+    read_rollouts,
+    summarize,
+)
 from proctor.record import RewardRecord
 
 EXIT_CONFIG, EXIT_INFRA = 2, 3
@@ -61,7 +68,7 @@ def batch_command(
         err.print(f"[red]cannot read {rollouts}[/red]: {exc.strerror or exc}")
         raise typer.Exit(EXIT_CONFIG) from None
     try:
-        from proctor.sandbox.backends import choose_backend
+        from proctor.sandbox import choose_backend
 
         options = BatchOptions(workers=workers, executor=executor,
                                sandbox=choose_backend(sandbox), image=image, cache=cache,

@@ -55,7 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from proctor.harness.batch.options import BatchOptions
+from proctor.harness.batch import BatchOptions
 from proctor.harness.pipeline import cancel, slots
 from proctor.http_metrics import CONTENT_TYPE, ServeMetrics
 from proctor.record import RewardRecord
@@ -118,7 +118,7 @@ class ClientGone(Exception):
 
 def score_requests(reqs: list[ScoreRequest], workers: int | None) -> list[RewardRecord]:
     """One record per request, in order (never raises for a bad item)."""
-    from proctor.rl.completions import Completion, score_completions
+    from proctor.rl import Completion, score_completions
 
     entries = [Completion(task=r.task, completion=r.completion, patch=r.patch,
                           rollout_id=r.rollout_id, group_id=r.group_id,
@@ -321,7 +321,7 @@ async def _route_score_batch(svc: Service, request: Request, body: dict) -> dict
     if len(req.rollouts) > svc.max_rollouts:
         raise HttpError(413, f"{len(req.rollouts)} rollouts, over the limit of "
                              f"{svc.max_rollouts} per request")
-    from proctor.harness.batch.rollout_io import BatchItem, bad_input_record
+    from proctor.harness.batch import BatchItem, bad_input_record
 
     valid, out = [], [None] * len(req.rollouts)
     for i, obj in enumerate(req.rollouts):

@@ -91,9 +91,8 @@ from pydantic import (
 )
 
 from proctor.errors import TaskConfigError
-from proctor.rewards.weights import Weights
-from proctor.sandbox.base import Limits
-from proctor.sandbox.layout import SITE_DIR
+from proctor.rewards import Weights
+from proctor.sandbox import SITE_DIR, Limits
 
 TASK_FILE = "task.toml"
 

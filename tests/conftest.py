@@ -79,7 +79,7 @@ def proctor_cache_dir(_isolated_env) -> Path:
 def docker_engine():
     """A docker-py client, or None when no engine answers (never skips)."""
     from proctor.errors import EngineUnavailable
-    from proctor.sandbox.engine import docker_client
+    from proctor.sandbox import docker_client
 
     try:
         return docker_client(timeout=10)
@@ -91,8 +91,7 @@ def docker_engine():
 def docker_ready(docker_engine) -> str:
     """The sandbox image tag; skips when no engine answers or the image is not built."""
     from proctor.errors import ImageMissing
-    from proctor.sandbox.engine import docker_client
-    from proctor.sandbox.image import resolve_image
+    from proctor.sandbox import docker_client, resolve_image
 
     if docker_engine is None:
         try:

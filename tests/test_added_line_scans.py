@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.harness.integrity.secrets import find_secrets, shannon_entropy
-from proctor.harness.integrity.suppressions import find_suppressions
-from proctor.patch.added_lines import AddedLine, added_lines
+from proctor.harness.integrity import find_secrets, find_suppressions
+from proctor.harness.integrity.secrets import shannon_entropy
+from proctor.patch import AddedLine, added_lines
 
 PATCH = """\
 diff --git a/pkg/mod.py b/pkg/mod.py

@@ -1,7 +1,7 @@
-"""The integrity cross-check reads the patch as the apply step may: a patch without its final
-newline (common in model output) used to be refused as ``patch_unparseable`` (0.0) by the
-cross-check although ``apply_patch`` has a fallback for it, so an honest complete fix scored
-as an empty patch."""
+"""The integrity cross-check reads the patch under the same fallbacks the apply step tries
+(:data:`proctor.patch.apply.APPLY_STRATEGIES`): a patch without its final newline, with CRLF
+line ends or wrong hunk counts (common in model output) is checked and scored like any other,
+never refused as ``patch_unparseable`` (0.0) while the apply step could apply it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.harness.integrity.check import check_integrity
-from proctor.harness.integrity.forbidden import ForbiddenRules
+from proctor.harness.integrity import ForbiddenRules, check_integrity
 from proctor.harness.pipeline.score import _git_paths_as_applied
-from proctor.patch.parse import PatchUnparseable, git_listed_paths
+from proctor.patch import PatchUnparseable, git_listed_paths
 
 REDTEAM = Path(__file__).parent / "redteam"
 

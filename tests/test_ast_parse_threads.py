@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from proctor.harness.tamper.suspicious_code import scan_source
+from proctor.harness.tamper import scan_source
 from proctor.patch import ast_parse
 from proctor.suites.changed_code import changed_lines
 

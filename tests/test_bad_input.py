@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from proctor import TaskConfigError, load_task, score
 from proctor.cli import app
-from proctor.patch.screen import MAX_PATCH_BYTES
+from proctor.patch import MAX_PATCH_BYTES
 from proctor.record import RewardRecord
 
 pytestmark = pytest.mark.usefixtures("no_leaks")

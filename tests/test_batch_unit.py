@@ -15,13 +15,24 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import EngineUnavailable, InfraError, TaskConfigError
-from proctor.harness.batch.options import BatchConfigError, BatchOptions, check_options
-from proctor.harness.batch.result_cache import ResultCache, result_key
-from proctor.harness.batch.retry import RetryPolicy, with_retries
-from proctor.harness.batch.rollout import PreparedTask, RolloutScorer, TaskPreparer
-from proctor.harness.batch.rollout_io import BatchItem, Rollout, parse_jsonl, prepare_resume
-from proctor.harness.batch.run import iter_batch
-from proctor.harness.batch.summary import summarize
+from proctor.harness.batch import (
+    BatchConfigError,
+    BatchItem,
+    BatchOptions,
+    PreparedTask,
+    ResultCache,
+    RetryPolicy,
+    Rollout,
+    RolloutScorer,
+    TaskPreparer,
+    check_options,
+    iter_batch,
+    parse_jsonl,
+    prepare_resume,
+    result_key,
+    summarize,
+    with_retries,
+)
 from proctor.record import EnvInfo, ErrorInfo, RewardRecord
 from proctor.task import load_task
 
@@ -388,7 +399,7 @@ def _compute_in_child(task_dir: str, cache: str, out: str) -> None:
     import os
 
     os.environ["PROCTOR_CACHE_DIR"] = cache
-    from proctor.suites.baseline import load_or_compute_baseline
+    from proctor.suites import load_or_compute_baseline
 
     calls: list = []
     load_or_compute_baseline(load_task(task_dir), "sha256:img", _fake_suites(calls))
@@ -396,7 +407,7 @@ def _compute_in_child(task_dir: str, cache: str, out: str) -> None:
 
 
 def test_baseline_is_computed_once_across_threads(monkeypatch, tmp_path, tiny_task):
-    from proctor.suites.baseline import load_or_compute_baseline
+    from proctor.suites import load_or_compute_baseline
 
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
     task, calls = load_task(tiny_task), []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.rewards.components import target_score
+from proctor.rewards import target_score
 from proctor.suites.benchmark import expand, parse_metric
 from proctor.task import BenchmarkConfig, TaskConfig, load_task
 

@@ -9,17 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from proctor.errors import InfraError
-from proctor.harness.pipeline import measure
+from proctor.harness.pipeline import NOT_RUN_NOTE, Deadline, measure
 from proctor.harness.pipeline.deadline import (
     KILLERS_WAIT_SLACK_S,
     MIN_STEP_S,
-    NOT_RUN_NOTE,
-    Deadline,
     file_check_budgets,
     mutation_budgets,
 )
 from proctor.record import Measurements
-from proctor.suites.pytest_runner import SuiteRun
+from proctor.suites import SuiteRun
 
 
 class Clock:
@@ -223,7 +221,7 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
     """Run the executor's mutation step with a fake ``run_mutation`` that takes
     ``seconds`` (at most its whole time) and returns ``result``; returns (m, rec, its
     timeout and killers wait, or None when it was not called)."""
-    from proctor.sandbox.base import Limits
+    from proctor.sandbox import Limits
 
     called = []
 
@@ -245,7 +243,7 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
 
 def _mutation(score, ran_out=False, note=None):
     from proctor.record import Evidence
-    from proctor.suites.mutation import MutationResult
+    from proctor.suites import MutationResult
 
     return MutationResult(score, note, Evidence(command="mutmut"), ran_out=ran_out)
 
@@ -306,7 +304,7 @@ class _BenchSandbox:
     def run(self, argv, *, timeout, cwd=None):
         import json
 
-        from proctor.sandbox.base import ExecResult
+        from proctor.sandbox import ExecResult
 
         self.timeouts.append(timeout)
         took = min(self.seconds, timeout)
@@ -343,7 +341,7 @@ def test_benchmark_runs_share_their_time_and_say_when_it_ran_out(monkeypatch, cl
 def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_out,
                                            expect_note):
     from proctor.record import Evidence
-    from proctor.suites.benchmark import BenchmarkResult
+    from proctor.suites import BenchmarkResult
     from proctor.task import BenchmarkConfig
 
     cfg = BenchmarkConfig(command=["x"], target=1.0, timeout_s=10, repeat=3)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
-from proctor.suites.mutation import NO_PROGRESS_NOTE
+from proctor.harness.pipeline import NOT_RUN_NOTE
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
+from proctor.suites import NO_PROGRESS_NOTE
 from tests.redteam import mini_task
 from tests.test_redteam_corpus import make_patch
 

@@ -117,7 +117,7 @@ def test_harness_error_in_either_sandbox_is_an_error_record_and_leaves_nothing(
 
 def test_what_the_hidden_run_left_running_is_gone_before_mutation(
         toolz_task, toolz_patches, make_toolz_patch, opened, no_leaks):
-    from proctor.patch.patched_text import patched_texts
+    from proctor.patch import patched_texts
 
     original = (toolz_task / "repo" / BUGGY_FILE).read_text()
     fixed = patched_texts(toolz_patches["reference"].decode(), {BUGGY_FILE: original})

@@ -15,8 +15,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.realrepo_tasks import build_task, patches  # noqa: E402
 from proctor import load_task, score  # noqa: E402
-from proctor.patch.diffstat import code_lines_changed  # noqa: E402
-from proctor.rewards.components import diff_cost  # noqa: E402
+from proctor.patch import code_lines_changed  # noqa: E402
+from proctor.rewards import diff_cost  # noqa: E402
 
 #: Measured on the docker backend; reformat = reference - its extra diff cost (checked
 #: below), empty = 0.0.

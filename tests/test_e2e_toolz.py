@@ -333,8 +333,8 @@ def test_patch_without_progress_skips_mutation_with_the_same_reward(toolz_task,
     """A change that fixes nothing and breaks nothing: progress 0, so the mutation score
     (multiplied by it) cannot change the reward; it is not measured (null, with why), and
     the total is bit-identical to the one a measured score would give."""
-    from proctor.rewards.reward import compute_reward
-    from proctor.suites.mutation import NO_PROGRESS_NOTE
+    from proctor.rewards import compute_reward
+    from proctor.suites import NO_PROGRESS_NOTE
 
     mk = toolz_make_task
     noop = mk.GETTER_BUGGY.replace("    else:\n        return operator.itemgetter(*index)",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.patch.apply import APPLY_STRATEGIES
+from proctor.patch import APPLY_STRATEGIES
 from proctor.rl import extract_patch
 
 
@@ -289,7 +289,7 @@ def test_rewritten_patches_score_like_the_reference(toolz_task, ref):
     """The two shapes whose bytes differ from the reference (CRLF throughout, empty context
     lines without their space) score what the reference scores, through the real apply
     step, integrity check and suites."""
-    from proctor.rl.completions import Completion, score_completions
+    from proctor.rl import Completion, score_completions
 
     crlf = f"```diff\n{ref}```<|im_end|>".replace("\n", "\r\n")
     stripped = "Fix:\n" + ref.replace("\n \n", "\n\n") + "\nThat is all.\n"

@@ -9,15 +9,12 @@ import pytest
 
 from proctor import load_task
 from proctor.errors import InfraError
-from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
+from proctor.harness.pipeline import open_patched_sandbox
 from proctor.harness.pipeline.workspace import check_restored, restore_public_tests_step
-from proctor.sandbox.base import ExecResult
-from proctor.sandbox.layout import REPO
-from proctor.sandbox.steps import Step
-from proctor.suites import file_checks
+from proctor.sandbox import REPO, ExecResult, Step
+from proctor.suites import file_checks, run_file_checks, snapshot_step
 from proctor.suites.compile_check import compile_step, judge_compiles
-from proctor.suites.file_checks import run_file_checks
-from proctor.suites.snapshot import check_snapshot, snapshot_step
+from proctor.suites.snapshot import check_snapshot
 from proctor.suites.static_analysis import judge_static, static_step
 from tests.counting_sandbox import CountingSandbox
 

@@ -20,8 +20,8 @@ import pytest
 from proctor import score
 from proctor.harness.pipeline import workspace
 from proctor.harness.pipeline.hidden_names import RenamedTree
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
 from tests.redteam import mini_task
 from tests.test_redteam_corpus import make_patch
 

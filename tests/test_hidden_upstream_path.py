@@ -21,8 +21,8 @@ import pytest
 
 from proctor import load_task, score
 from proctor.errors import TaskConfigError
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
 from tests.test_redteam_corpus import make_patch
 
 CORE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
@@ -89,7 +89,7 @@ def test_the_field_defaults_to_false(tmp_path):
 
 
 def test_the_local_backend_refuses_the_field_naming_it():
-    from proctor.sandbox.backends import check_required
+    from proctor.sandbox import check_required
 
     with pytest.raises(TaskConfigError, match="'hidden_at_upstream_path'.*--sandbox docker"):
         check_required("local", [], root_owned=True)
@@ -155,7 +155,7 @@ def test_the_agents_own_file_at_a_hidden_only_path_is_a_violation(tmp_path, upst
 
 
 def test_only_hidden_paths_without_a_visible_file_are_forbidden(tmp_path):
-    from proctor.harness.integrity.forbidden import ForbiddenRules
+    from proctor.harness.integrity import ForbiddenRules
 
     task_dir = build(tmp_path / "task")
     _write(task_dir / "repo", {"tests/test_hidden.py": VISIBLE_HIDDEN})
@@ -361,7 +361,7 @@ def test_the_sandbox_user_cannot_change_the_placed_tree_and_unplace_restores_it(
     aside; the sandbox user then fails at every attack on the placed tree, can still
     write elsewhere in the repo; the undo gives back the patched tree exactly (owners,
     modes, the patch's files)."""
-    from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
+    from proctor.harness.pipeline import open_patched_sandbox
     from proctor.harness.pipeline.workspace import (
         place_hidden_tests,
         plan_hidden_upstream,
@@ -425,7 +425,7 @@ def test_files_written_at_run_time_before_the_hidden_run_do_not_govern_it(
     executor uses a fresh one): conftests rewritten or added, a ``sitecustomize`` and a
     ``.pth`` in the repo since the patch applied are not what the hidden run loads: the
     chain's conftests are the task's own (from the host) or empty, root-owned."""
-    from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox, run_hidden
+    from proctor.harness.pipeline import open_patched_sandbox, run_hidden
 
     task = load_task(task_dir)
     patch = (task_dir / "reference.patch").read_bytes()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from proctor import load_task, score
-from proctor.harness.pipeline.install import INSTALL_FAILED
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
+from proctor.harness.pipeline import INSTALL_FAILED
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
 from tests.test_redteam_corpus import make_patch
 from tests.test_task_install import CORE, FIXED, INIT, PUBLIC, PYPROJECT, WHEEL
 

@@ -12,9 +12,8 @@ import unicodedata
 
 import pytest
 
-from proctor.harness.integrity.check import IntegrityVerdict, check_integrity
-from proctor.harness.integrity.forbidden import ForbiddenRules
-from proctor.patch.parse import (
+from proctor.harness.integrity import ForbiddenRules, IntegrityVerdict, check_integrity
+from proctor.patch import (
     PatchSummary,
     PatchUnparseable,
     PathRejected,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from proctor.suites import EmbeddedTripwire
 from proctor.suites.pytest_runner import StreamedReport, Tripwire, judge_report, vouched
-from proctor.suites.tripwires import EmbeddedTripwire
 
 TRIP = Tripwire("/proctor/t-1", "test_t.py", "test_fail", "test_pass")
 FAIL = "/proctor/t-1/test_t.py::test_fail"

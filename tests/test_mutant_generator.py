@@ -12,10 +12,9 @@ import json
 import pytest
 
 from proctor import load_task, score
-from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.harness.pipeline import open_task_sandbox
+from proctor.sandbox import HARNESS_DIR, PYTHON, DockerSandbox
 from proctor.suites import mutant_generator
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
 
 BUGGY_FILE = "toolz/itertoolz.py"
 
@@ -141,7 +140,7 @@ def test_the_generator_is_confined_without_network_or_host_privileges(docker_rea
 
 @pytest.mark.docker
 def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready):
-    from proctor.suites.mutation import select_mutants
+    from proctor.suites import select_mutants
 
     numbers = ", ".join(str(i) for i in range(60))
     code = (f"def f(index):\n    if index == [{numbers}]:\n        return None\n"

@@ -15,17 +15,16 @@ import time
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.patch.parse import PatchSummary, TouchedPath
-from proctor.sandbox.toolchain import SANDBOX_TOOLS
+from proctor.patch import PatchSummary, TouchedPath
+from proctor.sandbox import SANDBOX_TOOLS
+from proctor.suites import cannot_change_reward, select_mutants
 from proctor.suites.mutation import (
     agent_test_files,
-    cannot_change_reward,
     changed_code_lines,
     changed_source_lines,
     contention,
     parse_runner_output,
     score_verdicts,
-    select_mutants,
 )
 from proctor.task import MutationConfig, load_task
 
@@ -211,8 +210,8 @@ CALC = textwrap.dedent('''\
 
 @pytest.mark.docker
 def test_mutmut_hook_makes_mutants_only_on_the_given_lines(docker_ready):
-    from proctor.sandbox.docker_backend import DockerSandbox
-    from proctor.suites.pytest_runner import PYTHON, install_harness
+    from proctor.sandbox import PYTHON, DockerSandbox
+    from proctor.suites import install_harness
 
     with DockerSandbox(docker_ready) as sb:
         install_harness(sb)
@@ -286,15 +285,15 @@ def run_step(image: str, task, patch: bytes, timeout: float, killers_after_s: fl
     """Apply ``patch``, run both suites, then the mutation step with the tests that passed
     as killers (given ``killers_after_s`` seconds after the step asks for them, as a public
     run still going would). Returns (killers, MutationResult)."""
-    from proctor.harness.integrity.check import check_integrity
-    from proctor.harness.integrity.forbidden import ForbiddenRules
-    from proctor.harness.pipeline.suites_in_sandbox import open_task_sandbox, run_hidden, run_public
-    from proctor.harness.pipeline.workspace import apply_patch, kill_user_processes
+    from proctor.harness.integrity import ForbiddenRules, check_integrity
+    from proctor.harness.pipeline import open_patched_sandbox, run_hidden, run_public
+    from proctor.harness.pipeline.workspace import kill_user_processes
     from proctor.suites import mutation
 
     summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([]))
-    with open_task_sandbox(task, image) as sb:
-        assert apply_patch(sb, patch).applied
+    sb, applied = open_patched_sandbox(task, image, patch)
+    with sb:
+        assert applied.applied
         runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
         kill_user_processes(sb)
@@ -570,7 +569,7 @@ def test_control_choices_are_seeded_from_the_patch_and_the_task():
 def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
     import importlib.util
 
-    from proctor.suites.pytest_runner import INCONTAINER
+    from proctor.suites import INCONTAINER
 
     spec = importlib.util.spec_from_file_location("mutation_runner_t",
                                                   INCONTAINER / "mutation_runner.py")
@@ -614,8 +613,7 @@ _NO_PROGRESS_CASES = [  # (public, hidden): no FAIL_TO_PASS passes
 def test_skipping_mutation_without_progress_leaves_the_total_bit_identical(
         public, hidden, mutation, others, diff_lines, indicators):
     from proctor.record import Measurements
-    from proctor.rewards.reward import compute_reward
-    from proctor.rewards.weights import Weights
+    from proctor.rewards import Weights, compute_reward
 
     suites = {k: v for k, v in (("public", public), ("hidden", hidden)) if v is not None}
     assert cannot_change_reward(suites)
@@ -641,8 +639,7 @@ def test_with_progress_a_null_mutation_still_reshares_its_weight():
     """With progress the quality terms count, and a null (no mutant on the changed lines)
     re-shares its weight: the total differs from any measured value's."""
     from proctor.record import Measurements
-    from proctor.rewards.reward import compute_reward
-    from proctor.rewards.weights import Weights
+    from proctor.rewards import Weights, compute_reward
 
     suites = {"public": _suite(2, 1, 5, 0), "hidden": _suite(3, 0, 4, 1)}
     null = compute_reward(Measurements(suites=suites, mutation_score=None), Weights())
@@ -799,8 +796,8 @@ print(json.dumps({"infos": infos, "whole": whole_infos, "errors": errors,
 
 @pytest.mark.docker
 def test_methods_of_a_class_are_mutated_alone_with_the_whole_class_s_mutants(docker_ready):
-    from proctor.sandbox.docker_backend import DockerSandbox
-    from proctor.suites.pytest_runner import PYTHON, install_harness
+    from proctor.sandbox import PYTHON, DockerSandbox
+    from proctor.suites import install_harness
 
     src = BIG_CLASS.splitlines()
     body = [i for i, line in enumerate(src, 1) if "return" in line or "if len" in line]

@@ -2,9 +2,9 @@
 
 import importlib.util
 
-from proctor.patch.diffstat import code_lines_changed
-from proctor.patch.screen import MAX_PATCH_BYTES, screen_patch
-from proctor.suites.pytest_runner import INCONTAINER, parse_records
+from proctor.patch import MAX_PATCH_BYTES, code_lines_changed, screen_patch
+from proctor.suites import INCONTAINER
+from proctor.suites.pytest_runner import parse_records
 from proctor.suites.static_analysis import _tier
 
 _spec = importlib.util.spec_from_file_location("static_check", INCONTAINER / "static_check.py")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.patch.patched_text import HunkMismatch, apply_file, file_diffs, patched_texts
+from proctor.patch import HunkMismatch, patched_texts
+from proctor.patch.patched_text import apply_file, file_diffs
 
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
 

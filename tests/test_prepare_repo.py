@@ -11,9 +11,9 @@ import tarfile
 import pytest
 
 from proctor import load_task
-from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
+from proctor.harness.pipeline import open_patched_sandbox
 from proctor.harness.pipeline.workspace import repo_archive
-from proctor.sandbox.layout import REPO
+from proctor.sandbox import REPO
 from tests.counting_sandbox import CountingSandbox
 
 pytestmark = pytest.mark.docker
@@ -97,7 +97,8 @@ def test_patch_that_does_not_apply_leaves_the_pristine_repo_and_git_s_message(
 
 def test_harness_mount_holds_exactly_what_install_harness_puts(tmp_path, monkeypatch):
     from proctor.harness.pipeline.suites_in_sandbox import _PutRecorder, harness_mount
-    from proctor.suites.pytest_runner import HARNESS_DIR, install_harness
+    from proctor.sandbox import HARNESS_DIR
+    from proctor.suites import install_harness
 
     monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path))
     rec = _PutRecorder()
@@ -143,8 +144,8 @@ def test_repo_archive_is_built_once_per_task_and_kept_on_disk(toolz_task, tmp_pa
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tree_report_runs_in_the_apply_command_and_matches_the_report_of_its_own(
         toolz_task, request, backend):
-    from proctor.harness.tamper.tree import inspect_patched_tree, read_patched_tree, wanted_texts
-    from proctor.patch.parse import parse_patch
+    from proctor.harness.tamper import inspect_patched_tree, read_patched_tree, wanted_texts
+    from proctor.patch import parse_patch
 
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
@@ -184,9 +185,9 @@ def test_tree_report_not_run_when_not_asked_or_when_the_patch_does_not_apply(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tree_report_cut_at_the_output_cap_is_read_from_a_file(toolz_task, request, backend):
-    from proctor.harness.tamper.tree import read_patched_tree, wanted_texts
-    from proctor.patch.parse import parse_patch
-    from proctor.sandbox.base import Limits
+    from proctor.harness.tamper import read_patched_tree, wanted_texts
+    from proctor.patch import parse_patch
+    from proctor.sandbox import Limits
 
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
@@ -207,8 +208,8 @@ def test_tree_report_that_fails_in_the_apply_command_runs_again_and_fails_loudly
         toolz_task, docker_ready, monkeypatch):
     from proctor.errors import InfraError
     from proctor.harness.pipeline import workspace
-    from proctor.harness.tamper.tree import read_patched_tree
-    from proctor.patch.parse import parse_patch
+    from proctor.harness.tamper import read_patched_tree
+    from proctor.patch import parse_patch
 
     # a report script that is not there: the apply still stands, the report is missing
     monkeypatch.setattr(workspace, "tree_report_argv",

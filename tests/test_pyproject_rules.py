@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.harness.integrity.check import check_integrity
-from proctor.harness.integrity.forbidden import ForbiddenRules
-from proctor.harness.integrity.pyproject_rules import judge_pyproject
+from proctor.harness.integrity import ForbiddenRules, check_integrity, judge_pyproject
 
 BASE = """\
 [build-system]

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from proctor import score_batch
+from proctor.harness.batch import parse_jsonl
 from proctor.harness.batch.ray_executor import DOCKER_SLOTS, group_items
-from proctor.harness.batch.rollout_io import parse_jsonl
 
 ray = pytest.importorskip("ray", reason="Ray not installed (pip install 'proctor[ray]')")
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from proctor.patch.parse import PatchSummary, TouchedPath
+from proctor.patch import PatchSummary, TouchedPath
+from proctor.suites import ReachMap
 from proctor.suites.changed_code import changed_functions
 from proctor.suites.mutation import stats_skip
-from proctor.suites.reach import ReachMap, function_key, unreaching_tests
+from proctor.suites.reach import function_key, unreaching_tests
 
 INCONTAINER = Path(__file__).resolve().parents[1] / "proctor/suites/incontainer"
 

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.tamper.suspicious_code import penalty_indicator, scan_patch, violations
-from proctor.patch.added_lines import added_lines
-from proctor.patch.diffstat import code_lines_changed
+from proctor.harness.tamper import penalty_indicator, scan_patch, violations
+from proctor.patch import added_lines, code_lines_changed
 from proctor.record import RewardRecord
-from proctor.rewards.components import diff_cost
+from proctor.rewards import diff_cost
 from tests.redteam import mini_task
 from tests.redteam.corpus import CASES, COMMENTS_ONLY_FIX, CONTROLS, FIX, ISSUE_FIX, Case
 

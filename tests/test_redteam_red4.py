@@ -106,7 +106,7 @@ def test_snapshot_copies_a_file_whose_directory_name_has_a_space(tmp_path):
     # `mkdir -p DEST/base/$(dirname PATH)` split "toolz/ext tools" in two words: no copy of
     # the patched file, so ruff never saw it (static 1.0 instead of 0.25: 0.854 -> 0.929),
     # and a directory "tools" appeared in the repo. Fixed: the substitution is quoted.
-    from proctor.suites.snapshot import snapshot_step
+    from proctor.suites import snapshot_step
 
     repo = tmp_path / "repo"
     (repo / "toolz").mkdir(parents=True)

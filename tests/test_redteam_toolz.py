@@ -88,7 +88,7 @@ def test_sabotaging_static_analysis_is_the_patch_failure_not_an_infra_error(tool
     # os._exit(0) at import + overwrite of the in-sandbox static checker
     # Nothing passes, so mutation is not measured, and with progress 0 its weight is kept:
     # the weights stay nominal (-.25 - .35).
-    from proctor.suites.mutation import NO_PROGRESS_NOTE
+    from proctor.suites import NO_PROGRESS_NOTE
 
     rec = _score(toolz_task, "static_check_tamper_infra_error_obfuscated")
     assert rec.reward < -0.6 and rec.components["static_analysis"] == 1.0

@@ -6,10 +6,16 @@ import pytest
 
 from proctor.errors import TaskConfigError
 from proctor.record import Measurements, SuiteTests
-from proctor.rewards.components import diff_cost, static_score, target_score
-from proctor.rewards.gate import gate_verdict
-from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
-from proctor.rewards.weights import COMPONENTS, Weights
+from proctor.rewards import (
+    COMPONENTS,
+    INTEGRITY_VIOLATION_REWARD,
+    Weights,
+    compute_reward,
+    diff_cost,
+    gate_verdict,
+    static_score,
+    target_score,
+)
 
 W = Weights()
 

@@ -11,8 +11,7 @@ import types
 import pytest
 
 from proctor.record import EnvInfo, ErrorInfo, Flags, Integrity, RewardRecord
-from proctor.rl import extract_patch, group_advantages
-from proctor.rl.completions import completion_text
+from proctor.rl import completion_text, extract_patch, group_advantages
 
 DIFF = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
 

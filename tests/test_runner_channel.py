@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from proctor.suites import INCONTAINER
 from proctor.suites.pytest_runner import (
-    INCONTAINER,
     RESULT_FILE_PREFIX,
     ResultAltered,
     Tripwire,
@@ -498,9 +498,8 @@ def test_code_under_test_cannot_reach_the_supervisors_output(request, backend):
     # The supervisor is non-dumpable and runs with no `timeout` wrapper: no process whose
     # /proc/PID/fd/1 the sandbox user can open holds the exec's output, so a forged result
     # line cannot join the real one (red team: `timeout` held it). In the real sandbox.
-    from proctor.sandbox.backends import open_sandbox
-    from proctor.sandbox.base import Limits
-    from proctor.suites.pytest_runner import install_harness, run_suite
+    from proctor.sandbox import Limits, open_sandbox
+    from proctor.suites import install_harness, run_suite
 
     env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
     with open_sandbox(backend, env, Limits(), None, 600) as sb:
@@ -521,8 +520,8 @@ def test_a_plugin_that_cannot_start_is_an_infrastructure_error(docker_ready):
     # issue 4, bad input: the plugin failing to load is status `error`, never a pass (or a
     # fail). Here the harness ships a plugin that raises on import.
     from proctor.errors import InfraError
-    from proctor.sandbox.docker_backend import DockerSandbox
-    from proctor.suites.pytest_runner import HARNESS_DIR, run_suite
+    from proctor.sandbox import HARNESS_DIR, DockerSandbox
+    from proctor.suites import run_suite
 
     files = {p.name: p.read_bytes() for p in INCONTAINER.iterdir()
              if p.is_file() and p.suffix in (".py", ".ini")}
@@ -538,8 +537,8 @@ def test_a_plugin_that_cannot_start_is_an_infrastructure_error(docker_ready):
 @pytest.mark.docker
 def test_a_big_suite_is_read_in_full_from_a_real_sandbox(docker_ready):
     # 6000 incompressible test ids: the supervisor's result goes through /proctor/out
-    from proctor.sandbox.docker_backend import DockerSandbox
-    from proctor.suites.pytest_runner import install_harness, run_suite
+    from proctor.sandbox import DockerSandbox
+    from proctor.suites import install_harness, run_suite
 
     tests = ("import hashlib\nimport pytest\n\n\n@pytest.mark.parametrize('n', range(6000), "
              "ids=lambda n: hashlib.sha256(str(n).encode()).hexdigest())\n"
@@ -582,9 +581,8 @@ def test_a_test_timing_out_inside_patched_code_is_not_tampering(request, backend
     # regression: pytest-timeout's SIGALRM handler calls sys._current_frames on top of the
     # interrupted frame (patched code); the audit hook walked past the handler's frames (the
     # local backend's venv site-packages sits under its stdlib prefix) and blamed the patch.
-    from proctor.sandbox.backends import open_sandbox
-    from proctor.sandbox.base import Limits
-    from proctor.suites.pytest_runner import install_harness, run_suite
+    from proctor.sandbox import Limits, open_sandbox
+    from proctor.suites import install_harness, run_suite
 
     env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
     with open_sandbox(backend, env, Limits(), None, 600) as sb:

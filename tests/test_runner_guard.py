@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.suites import pytest_runner
-from proctor.suites.pytest_runner import INCONTAINER, SUBVERTED_EXIT, read_runner_output
+from proctor.suites import INCONTAINER, pytest_runner
+from proctor.suites.pytest_runner import SUBVERTED_EXIT, read_runner_output
 
 LIB_SWAP = '''
 import sys

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import TaskConfigError
-from proctor.sandbox import backends
-from proctor.sandbox.base import BACKENDS, Limits
+from proctor.sandbox import BACKENDS, Limits, backends
 from proctor.task import LimitsConfig
 
 

@@ -220,7 +220,7 @@ def test_sigterm_removes_the_runs_sandboxes_before_exit(backend, toolz_task, too
 
 @pytest.mark.docker
 def test_cleanup_command_spares_live_owners(docker_ready, docker_engine):
-    from proctor.sandbox.docker_backend import DockerSandbox
+    from proctor.sandbox import DockerSandbox
 
     with DockerSandbox(docker_ready, ttl_s=600) as sb:
         res = subprocess.run([sys.executable, "-m", "proctor", "cleanup"], cwd=REPO_ROOT,

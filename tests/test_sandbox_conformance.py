@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.sandbox.base import BACKENDS, Limits, Sandbox
+from proctor.sandbox import BACKENDS, Limits, Sandbox
 
 MiB = 1024**2
 PY = "/opt/proctor/venv/bin/python"

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from proctor.sandbox.base import Limits
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox import DockerSandbox, Limits
 
 pytestmark = pytest.mark.docker
 

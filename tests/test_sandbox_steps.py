@@ -10,8 +10,7 @@ import time
 import pytest
 
 from proctor.errors import InfraError
-from proctor.sandbox.base import BACKENDS, Limits, Sandbox
-from proctor.sandbox.steps import Step, run_steps
+from proctor.sandbox import BACKENDS, Limits, Sandbox, Step, run_steps
 from tests.counting_sandbox import CountingSandbox
 
 BACKEND_PARAMS = [pytest.param("docker", marks=pytest.mark.docker),

@@ -67,7 +67,7 @@ def variants(toolz_make_task, toolz_task):
 @pytest.fixture(scope="module")
 def prepared(toolz_task, docker_ready):
     """The task's baseline, computed before any timing."""
-    from proctor.harness.batch.rollout import prepare_task
+    from proctor.harness.batch import prepare_task
 
     return prepare_task(toolz_task)
 
@@ -193,7 +193,7 @@ def _send_raw(port: int, path: str, body: dict) -> socket.socket:
 
 def test_client_gone_cancels_its_rollouts(serve, prepared, toolz_task, variants,
                                           docker_engine):
-    from proctor.harness.batch.result_cache import ResultCache, result_key
+    from proctor.harness.batch import ResultCache, result_key
 
     srv = serve(workers=1, max_queue=4)
     port = srv.server_address[1]

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.patch.parse import parse_patch
-from proctor.suites.pytest_runner import INCONTAINER
-from proctor.suites.snapshot import snapshot_step
+from proctor.patch import parse_patch
+from proctor.suites import INCONTAINER, snapshot_step
 from proctor.suites.static_analysis import ERROR_RULES, STYLE_RULES
 
 SELECT = ",".join(ERROR_RULES + STYLE_RULES)

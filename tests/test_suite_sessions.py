@@ -15,18 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from proctor.suites import INCONTAINER, EmbeddedTripwire, SuiteRun
 from proctor.suites.pytest_runner import (
-    INCONTAINER,
     Session,
     StreamedReport,
     SuiteProgress,
-    SuiteRun,
     Tripwire,
     end_reason,
     read_runner_output,
     vouched,
 )
-from proctor.suites.tripwires import EmbeddedTripwire
 
 TRIP = Tripwire("/proctor/t-1", "test_t.py", "test_fail", "test_pass")
 FAIL = "/proctor/t-1/test_t.py::test_fail"
@@ -318,9 +316,8 @@ def test_e():
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
                                      pytest.param("local", marks=pytest.mark.local)])
 def test_hangs_crashes_and_broken_modules_each_fail_alone(request, backend):
-    from proctor.sandbox.backends import open_sandbox
-    from proctor.sandbox.base import Limits
-    from proctor.suites.pytest_runner import install_harness, run_suite
+    from proctor.sandbox import Limits, open_sandbox
+    from proctor.suites import install_harness, run_suite
 
     env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
     with open_sandbox(backend, env, Limits(), None, 600) as sb:

@@ -6,13 +6,8 @@ import time
 
 import pytest
 
-from proctor.harness.tamper.suspicious_code import (
-    SEVERITY,
-    penalty_indicator,
-    scan_patch,
-    scan_source,
-    violations,
-)
+from proctor.harness.tamper import penalty_indicator, scan_patch, scan_source, violations
+from proctor.harness.tamper.suspicious_code import SEVERITY
 
 CASES = {
     "frame_read": [

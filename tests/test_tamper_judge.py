@@ -6,8 +6,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 
-from proctor.harness.tamper.tree import PatchedTree, judge_tamper, pristine_hashes
-from proctor.patch.parse import parse_patch
+from proctor.harness.tamper import PatchedTree, pristine_hashes
+from proctor.harness.tamper.tree import judge_tamper
+from proctor.patch import parse_patch
 
 PRISTINE = {
     "pkg/core.py": "def add(a, b):\n    return a - b\n",
@@ -100,7 +101,7 @@ class _StubSandbox:
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None):
         from proctor.harness.tamper.tree import REPORT
-        from proctor.sandbox.base import ExecResult
+        from proctor.sandbox import ExecResult
 
         self.calls.append((argv, stdin))
         to_stdout = REPORT not in argv
@@ -116,7 +117,7 @@ class _StubSandbox:
 def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
     import json
 
-    from proctor.harness.tamper.tree import read_patched_tree
+    from proctor.harness.tamper import read_patched_tree
 
     report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
     summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
@@ -133,7 +134,7 @@ def test_tree_report_read_from_stdout_or_from_the_file_when_over_the_cap():
 def test_tree_report_printed_in_the_apply_command_needs_no_command_of_its_own():
     import json
 
-    from proctor.harness.tamper.tree import read_patched_tree
+    from proctor.harness.tamper import read_patched_tree
 
     report = json.dumps({"hashes": {"a.py": "h"}, "texts": {"a.py": "x = 1\n"}})
     summary = parse_patch(_diff({"pkg/core.py": "x = 1\n"}))
@@ -180,7 +181,8 @@ def test_texts_judged_ahead_give_the_same_verdict_and_are_kept_only_for_the_same
     """The executor judges the texts the host predicts while the sandboxes are made; the
     verdict with that head start equals the one judged from the tree, and a prediction that
     differs from what the tree holds is judged again, never used."""
-    from proctor.harness.tamper.tree import after_texts, judge_texts, predicted_texts, wanted_texts
+    from proctor.harness.tamper import judge_texts, predicted_texts, wanted_texts
+    from proctor.harness.tamper.tree import after_texts
 
     for rel, text in PRISTINE.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.harness.tamper.tests_weakened import compare_test_module, indicators, scan_test_changes
+from proctor.harness.tamper import scan_test_changes
+from proctor.harness.tamper.tests_weakened import compare_test_module, indicators
 
 BASE = '''\
 import pytest

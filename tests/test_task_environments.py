@@ -9,7 +9,7 @@ import pytest
 
 from proctor import load_task, score
 from proctor.errors import TaskConfigError
-from proctor.sandbox.backends import open_sandbox, resolve_env
+from proctor.sandbox import open_sandbox, resolve_env
 
 REQS = ["six==1.16.0"]
 IMPORT_SIX = ["/opt/proctor/venv/bin/python", "-c", "import six, pytest; "
@@ -71,7 +71,8 @@ def test_a_task_with_requirements_scores_like_without(backend, env_task, toolz_p
 
 @pytest.mark.docker
 def test_image_list_and_prune_keep_n(docker_engine):
-    from proctor.sandbox.environments import TASK_ROLE, list_images, prune_images
+    from proctor.sandbox import list_images, prune_images
+    from proctor.sandbox.environments import TASK_ROLE
 
     tag, _ = resolve_env("docker", None, REQS)
     listed = {i.tag: i for i in list_images(docker_engine)}

@@ -16,16 +16,11 @@ import pytest
 
 from proctor import load_task, score
 from proctor.errors import TaskConfigError
-from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
-from proctor.harness.pipeline.install import (
-    INSTALL_FAILED,
-    InstallResult,
-    install_script,
-    tail_bytes,
-)
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
-from proctor.sandbox.layout import SITE_DIR
+from proctor.harness.pipeline import INSTALL_FAILED, NOT_RUN_NOTE
+from proctor.harness.pipeline.install import InstallResult, install_script, tail_bytes
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
+from proctor.sandbox import SITE_DIR
 from tests.test_redteam_corpus import make_patch
 
 PYPROJECT = """\

@@ -16,8 +16,8 @@ import pytest
 
 from proctor import load_task, score
 from proctor.errors import TaskConfigError
-from proctor.patch.diffstat import code_lines_changed
-from proctor.rewards.components import diff_cost
+from proctor.patch import code_lines_changed
+from proctor.rewards import diff_cost
 from tests.test_redteam_corpus import make_patch
 
 CORE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.harness.tamper.tests_weakened import is_test_path as tamper_is_test
-from proctor.patch.testpaths import in_test_dir, is_test_module
+from proctor.patch import in_test_dir, is_test_module
 from proctor.suites.mutation import is_test_path as mutation_is_test
 
 ROOTS = ["spec", "pkg/mod.py"]  # the task's test paths

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
+from proctor.suites import EmbeddedTripwire, embed_tripwire
 
 HIDDEN = {
     "tests/test_alpha.py": b'''import pytest

@@ -77,7 +77,7 @@ def _package_files() -> set[str]:
 
 def test_wheel_ships_every_package_file(wheel):
     from proctor.sandbox.image import DOCKERFILE
-    from proctor.suites.pytest_runner import INCONTAINER
+    from proctor.suites import INCONTAINER
 
     with zipfile.ZipFile(wheel) as zf:
         shipped = {n for n in zf.namelist() if n.startswith("proctor/")}

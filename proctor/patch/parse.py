@@ -23,7 +23,7 @@ from pathlib import Path
 import unidiff
 
 from proctor.errors import InfraError
-from proctor.sandbox.ownership import host_dir
+from proctor.sandbox import host_dir
 
 DEV_NULL = "/dev/null"
 GIT_TIMEOUT_S = 60.0

@@ -17,10 +17,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctor.harness.batch.options import BatchOptions
-from proctor.harness.batch.rollout import shared_rollout_scorer
-from proctor.harness.batch.rollout_io import BatchItem, Rollout
-from proctor.harness.batch.run import iter_batch
+from proctor.harness.batch import (
+    BatchItem,
+    BatchOptions,
+    Rollout,
+    iter_batch,
+    shared_rollout_scorer,
+)
 from proctor.record import RewardRecord
 from proctor.rl.extract import extract_patch
 
@@ -46,7 +49,7 @@ def no_patch_record(task: str | Path, *, rollout_id: str, group_id: str | None =
                     sample_index: int | None = None) -> RewardRecord:
     """The honest-failure record of a completion without a patch: reward 0.0, reason
     ``no_patch`` (an error record if the task itself is invalid)."""
-    from proctor.harness.pipeline.score import score
+    from proctor.harness.pipeline import score
 
     rec = score(task, b"", rollout_id=rollout_id, group_id=group_id,
                 sample_index=sample_index)

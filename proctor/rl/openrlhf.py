@@ -29,8 +29,7 @@ import json
 import re
 from pathlib import Path
 
-from proctor.harness.batch.options import BatchOptions
-from proctor.harness.batch.rollout_io import BAD_INPUT, error_record
+from proctor.harness.batch import BAD_INPUT, BatchOptions, error_record
 from proctor.record import RewardRecord
 from proctor.rl.completions import Completion, score_completions
 from proctor.rl.extract import SPECIAL_TOKEN as _SPECIAL

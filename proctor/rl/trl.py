@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from proctor.harness.batch.options import BatchOptions
+from proctor.harness.batch import BatchOptions
 from proctor.rl.completions import Completion, score_completions
 
 

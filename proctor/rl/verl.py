@@ -42,10 +42,9 @@ directory); an error's ``score`` is 0.0 (verl has no mask), so filter or weight 
 
 from __future__ import annotations
 
-from proctor.harness.batch.options import BatchOptions
-from proctor.harness.batch.rollout_io import BAD_INPUT, error_record
+from proctor.harness.batch import BAD_INPUT, BatchOptions, error_record
 from proctor.record import RewardRecord
-from proctor.rewards.weights import COMPONENTS
+from proctor.rewards import COMPONENTS
 from proctor.rl.completions import NO_PATCH, Completion, score_completions
 
 VERL_KEYS = ("score", "valid", "integrity_violation", "tripwire", "no_patch", "public_f2p",

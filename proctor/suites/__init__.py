@@ -1,0 +1,30 @@
+"""Part 3 of the design, the suites: what is measured inside a sandbox. The pytest runner
+and its report channel, the cached baseline (FAIL_TO_PASS / PASS_TO_PASS), the file checks
+(compiled, static analysis, snapshot), mutation on the changed lines, the task benchmark,
+and the tripwires. Each returns measurements; none decides a reward."""
+
+from __future__ import annotations
+
+from proctor.suites.baseline import Baseline, grade_suite, load_or_compute_baseline
+from proctor.suites.benchmark import BenchmarkResult, run_benchmark
+from proctor.suites.file_checks import run_file_checks
+from proctor.suites.mutation import (
+    NO_PROGRESS_NOTE,
+    MutationResult,
+    cannot_change_reward,
+    run_mutation,
+    select_mutants,
+    trusted_killers,
+)
+from proctor.suites.pytest_runner import INCONTAINER, SuiteRun, install_harness, run_suite
+from proctor.suites.reach import ReachMap
+from proctor.suites.snapshot import snapshot_step
+from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
+
+__all__ = [
+    "Baseline", "BenchmarkResult", "EmbeddedTripwire", "INCONTAINER", "MutationResult",
+    "NO_PROGRESS_NOTE", "ReachMap", "SuiteRun", "cannot_change_reward", "embed_tripwire",
+    "grade_suite", "install_harness", "load_or_compute_baseline", "run_benchmark",
+    "run_file_checks", "run_mutation", "run_suite", "select_mutants", "snapshot_step",
+    "trusted_killers"
+]

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 
 from proctor.record import Evidence
-from proctor.rewards.components import target_score
-from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON, RUNNER_FLAGS
+from proctor.rewards import target_score
+from proctor.sandbox import HARNESS_DIR, PYTHON, Sandbox
+from proctor.suites.pytest_runner import RUNNER_FLAGS
 from proctor.task import BenchmarkConfig
 
 HARNESS_METRICS = ("wall_s", "max_rss_mib")

@@ -6,9 +6,7 @@ import json
 
 from proctor.errors import InfraError
 from proctor.record import Evidence
-from proctor.sandbox.base import ExecResult
-from proctor.sandbox.steps import Step
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+from proctor.sandbox import HARNESS_DIR, PYTHON, ExecResult, Step
 
 
 def compile_step(repo: str, paths: list[str], timeout: float) -> Step:

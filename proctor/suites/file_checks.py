@@ -16,8 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from proctor.record import Evidence
-from proctor.sandbox.base import ExecResult, Sandbox
-from proctor.sandbox.steps import Step, run_steps
+from proctor.sandbox import ExecResult, Sandbox, Step, run_steps
 from proctor.suites.compile_check import compile_step, judge_compiles
 from proctor.suites.snapshot import check_snapshot, snapshot_step
 from proctor.suites.static_analysis import StaticResult, judge_static, static_step

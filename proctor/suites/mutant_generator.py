@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from proctor import cache_dirs
-from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
+from proctor.sandbox import SANDBOX_PYTHON, SANDBOX_TOOLS
 
 ADAPTER_DIR = Path(__file__).resolve().parent / "incontainer"
 #: Address-space limit of a generator process (bytes).

@@ -47,17 +47,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from proctor.patch.apply import applied_as
-from proctor.patch.parse import PatchSummary
-from proctor.patch.patched_text import patched_texts
-from proctor.patch.testpaths import is_test_module, under
+from proctor.patch import PatchSummary, applied_as, is_test_module, patched_texts, under
 from proctor.record import Evidence, SuiteTests
-from proctor.sandbox.base import Sandbox
-from proctor.sandbox.steps import CLEAR_PARENTS_SH
+from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, OUT_DIR, PYTHON, Sandbox
 from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
 from proctor.suites.changed_code import changed_functions, changed_lines
-from proctor.suites.pytest_runner import HARNESS_DIR, OUT_DIR, PYTHON, RUNNER_FLAGS, SuiteRun
+from proctor.suites.pytest_runner import RUNNER_FLAGS, SuiteRun
 from proctor.suites.reach import ReachMap, function_key, unreaching_tests
 from proctor.task import Task
 

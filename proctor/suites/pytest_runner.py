@@ -52,8 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.errors import InfraError
-from proctor.sandbox.base import Sandbox
-from proctor.sandbox.layout import HARNESS_DIR, OUT_DIR, PYTHON
+from proctor.sandbox import HARNESS_DIR, OUT_DIR, PYTHON, Sandbox
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire
 

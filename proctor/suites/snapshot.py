@@ -13,8 +13,7 @@ from __future__ import annotations
 import shlex
 
 from proctor.errors import InfraError
-from proctor.sandbox.base import ExecResult
-from proctor.sandbox.steps import Step
+from proctor.sandbox import ExecResult, Step
 
 
 def snapshot_step(repo: str, paths: list[str], dest: str, timeout: float = 60,

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.record import Evidence
-from proctor.sandbox.base import ExecResult
-from proctor.sandbox.steps import Step
-from proctor.suites.pytest_runner import HARNESS_DIR, PYTHON
+from proctor.sandbox import HARNESS_DIR, PYTHON, ExecResult, Step
 
 #: Scored: syntax errors (E9), pyflakes (F), bugbear (B), pylint errors (PLE), and dangerous
 #: calls from flake8-bandit (exec, eval, pickle, shell=True, os.system ...).

@@ -21,8 +21,8 @@ import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 
+from proctor.patch import is_test_module
 from proctor.patch.ast_parse import parse
-from proctor.patch.testpaths import is_test_module
 
 #: Assertions that are false whatever ``{x}`` is (no ``__eq__`` of the code under test is
 #: involved: they compare containers or identities of the harness's own making).

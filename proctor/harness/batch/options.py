@@ -52,7 +52,7 @@ class BatchOptions:
 
 def check_options(options: BatchOptions) -> None:
     """Raise :class:`BatchConfigError` for an unknown executor or sandbox backend."""
-    from proctor.sandbox.base import BACKENDS
+    from proctor.sandbox import BACKENDS
 
     if options.executor not in EXECUTORS:
         raise BatchConfigError(f"unknown executor {options.executor!r}; choose one of "

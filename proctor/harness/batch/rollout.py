@@ -22,8 +22,7 @@ from proctor.harness.batch.rollout_io import (
     bad_input_record,
     error_record,
 )
-from proctor.harness.pipeline import cancel, slots
-from proctor.harness.pipeline.score import score
+from proctor.harness.pipeline import cancel, score, slots
 from proctor.record import RewardRecord
 from proctor.task import Task, load_task
 
@@ -47,8 +46,8 @@ def prepare_task(path: str | Path, *, image: str | None = None,
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test...).
         InfraError: engine or image unavailable, a baseline container failed.
     """
-    from proctor.harness.pipeline.suites_in_sandbox import task_baseline
-    from proctor.sandbox.backends import resolve_env
+    from proctor.harness.pipeline import task_baseline
+    from proctor.sandbox import resolve_env
 
     task = load_task(path)
     env, env_id = resolve_env(sandbox, image)

@@ -11,13 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proctor.harness.integrity.forbidden import ForbiddenRules
-from proctor.patch.parse import (
-    PatchSummary,
-    PathRejected,
-    fold,
-    normalise_path,
-    parse_patch,
-)
+from proctor.patch import PatchSummary, PathRejected, fold, normalise_path, parse_patch
 
 
 @dataclass(frozen=True)

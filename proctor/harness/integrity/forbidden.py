@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from proctor.patch.parse import fold, normalise_path
+from proctor.patch import fold, normalise_path
 
 # (pattern, reason), checked in this order; the first hit gives the reason.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (

@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from proctor.patch.added_lines import AddedLine
+from proctor.patch import AddedLine
 
 #: detect-secrets plugins not used (noisy on code; see the module docstring).
 _SKIPPED_PLUGINS = frozenset(

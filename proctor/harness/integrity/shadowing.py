@@ -20,9 +20,8 @@ from collections.abc import Iterable
 from proctor import cache_dirs
 from proctor.errors import InfraError
 from proctor.harness.integrity.forbidden import TOOLING_MODULES, ForbiddenRules
-from proctor.patch.parse import PatchSummary, fold
-from proctor.sandbox.base import Limits
-from proctor.suites.pytest_runner import PYTHON
+from proctor.patch import PatchSummary, fold
+from proctor.sandbox import PYTHON, Limits
 
 #: Names too generic to be taken from an image listing (a sloppy distribution may install a
 #: top-level ``tests`` package; a repo adding its own ``tests/`` is no shadowing attack).
@@ -44,7 +43,7 @@ def image_top_level_modules(backend: str, image: str, image_id: str,
     path = cache_dirs.image_modules() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', image_id)}.json"
     if path.is_file():
         return frozenset(json.loads(path.read_text()))
-    from proctor.sandbox.backends import open_sandbox
+    from proctor.sandbox import open_sandbox
 
     try:
         with open_sandbox(backend, image, limits) as sb:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from proctor.patch.added_lines import AddedLine
+from proctor.patch import AddedLine
 
 #: Marker name -> pattern on an added line. Sources: ruff's "Error suppression" docs (the
 #: ``noqa`` line comment and the ``ruff: noqa`` file directive), flake8, pylint, bandit

@@ -38,8 +38,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from proctor.patch import ast_parse
-from proctor.patch.testpaths import is_test_module
+from proctor.patch import ast_parse, is_test_module
 
 #: The harness ini's ``python_files`` (proctor/suites/incontainer/pytest.ini).
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

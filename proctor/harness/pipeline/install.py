@@ -33,9 +33,7 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from proctor.sandbox.base import Sandbox
-from proctor.sandbox.layout import SITE_DIR
-from proctor.suites.pytest_runner import PYTHON
+from proctor.sandbox import PYTHON, SITE_DIR, Sandbox
 
 #: Where the repository is installed (``pip install --target``), outside the repository.
 #: Own timeout of the install step (seconds), before the deadline caps it.

@@ -31,21 +31,21 @@ from proctor.harness.pipeline.workspace import (
     place_bench_dir,
     restore_public_tests_step,
 )
-from proctor.patch.parse import PatchSummary
+from proctor.patch import PatchSummary
 from proctor.record import Evidence, Measurements, RewardRecord
-from proctor.rewards.components import static_score
-from proctor.sandbox.base import Limits
-from proctor.sandbox.layout import REPO
-from proctor.suites.baseline import Baseline, grade_suite
-from proctor.suites.benchmark import run_benchmark
-from proctor.suites.file_checks import run_file_checks
-from proctor.suites.mutation import (
+from proctor.rewards import static_score
+from proctor.sandbox import REPO, Limits
+from proctor.suites import (
     NO_PROGRESS_NOTE,
+    Baseline,
+    SuiteRun,
     cannot_change_reward,
+    grade_suite,
+    run_benchmark,
+    run_file_checks,
     run_mutation,
     trusted_killers,
 )
-from proctor.suites.pytest_runner import SuiteRun
 from proctor.task import Task
 
 STEP_TIMEOUT_S = 120.0

@@ -11,11 +11,8 @@ from contextlib import contextmanager
 from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
 from proctor.harness.pipeline.install import INSTALL_FAILED
 from proctor.record import ErrorInfo, Evidence, Measurements, RewardRecord
-from proctor.rewards.gate import gate_verdict
-from proctor.rewards.reward import INTEGRITY_VIOLATION_REWARD, compute_reward
-from proctor.rewards.weights import COMPONENTS
-from proctor.suites.baseline import Baseline, grade_suite
-from proctor.suites.pytest_runner import SuiteRun
+from proctor.rewards import COMPONENTS, INTEGRITY_VIOLATION_REWARD, compute_reward, gate_verdict
+from proctor.suites import Baseline, SuiteRun, grade_suite
 from proctor.task import Task
 
 #: Reward of an honest failure that changed nothing measurable (empty, unparseable, did not

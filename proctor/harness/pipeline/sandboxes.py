@@ -22,8 +22,8 @@ from proctor.harness.pipeline.deadline import Deadline
 from proctor.harness.pipeline.measure import STEP_TIMEOUT_S, NoTime, harness_budget
 from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
 from proctor.harness.pipeline.workspace import ApplyResult
-from proctor.sandbox.base import Limits, Sandbox
-from proctor.suites.baseline import Baseline
+from proctor.sandbox import Limits, Sandbox
+from proctor.suites import Baseline
 from proctor.task import Task
 
 

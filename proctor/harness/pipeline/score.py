@@ -41,11 +41,14 @@ from functools import partial
 from pathlib import Path
 
 from proctor.errors import ProctorError
-from proctor.harness.integrity.check import check_integrity
-from proctor.harness.integrity.forbidden import ForbiddenRules
-from proctor.harness.integrity.secrets import find_secrets
-from proctor.harness.integrity.shadowing import image_top_level_modules, shadowing_reasons
-from proctor.harness.integrity.suppressions import find_suppressions
+from proctor.harness.integrity import (
+    ForbiddenRules,
+    check_integrity,
+    find_secrets,
+    find_suppressions,
+    image_top_level_modules,
+    shadowing_reasons,
+)
 from proctor.harness.pipeline import slots
 from proctor.harness.pipeline.deadline import (
     Deadline,
@@ -78,7 +81,7 @@ from proctor.harness.pipeline.workspace import (
     ApplyResult,
     restore_public_tests,
 )
-from proctor.harness.tamper.tree import (
+from proctor.harness.tamper import (
     TamperVerdict,
     TextVerdict,
     inspect_patched_tree,
@@ -88,17 +91,27 @@ from proctor.harness.tamper.tree import (
     pristine_text,
     wanted_texts,
 )
-from proctor.patch.added_lines import added_lines
-from proctor.patch.apply import apply_variants
-from proctor.patch.diffstat import code_lines_changed
-from proctor.patch.parse import PatchSummary, PatchUnparseable, git_listed_paths
-from proctor.patch.screen import ScreenedPatch, screen_patch
+from proctor.patch import (
+    PatchSummary,
+    PatchUnparseable,
+    ScreenedPatch,
+    added_lines,
+    apply_variants,
+    code_lines_changed,
+    git_listed_paths,
+    screen_patch,
+)
 from proctor.record import EnvInfo, Evidence, Integrity, Measurements, RewardRecord
-from proctor.sandbox import cleanup
-from proctor.sandbox.backends import check_required, choose_backend, resolve_env
-from proctor.sandbox.base import Limits, Sandbox
-from proctor.sandbox.layout import REPO
-from proctor.suites.pytest_runner import SuiteRun
+from proctor.sandbox import (
+    REPO,
+    Limits,
+    Sandbox,
+    check_required,
+    choose_backend,
+    cleanup,
+    resolve_env,
+)
+from proctor.suites import SuiteRun
 from proctor.task import Task, load_task
 from proctor.version import __version__
 

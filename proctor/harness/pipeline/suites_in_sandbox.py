@@ -27,14 +27,18 @@ from proctor.harness.pipeline.workspace import (
     restore_public_tests,
     unplace_hidden_tests,
 )
-from proctor.patch.parse import parse_patch
-from proctor.sandbox.backends import open_sandbox
-from proctor.sandbox.base import Limits, Sandbox
-from proctor.sandbox.layout import REPO
-from proctor.suites.baseline import Baseline, load_or_compute_baseline
-from proctor.suites.pytest_runner import HARNESS_DIR, SuiteRun, install_harness, run_suite
-from proctor.suites.reach import ReachMap
-from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
+from proctor.patch import parse_patch
+from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, open_sandbox
+from proctor.suites import (
+    Baseline,
+    EmbeddedTripwire,
+    ReachMap,
+    SuiteRun,
+    embed_tripwire,
+    install_harness,
+    load_or_compute_baseline,
+    run_suite,
+)
 from proctor.task import Task
 
 

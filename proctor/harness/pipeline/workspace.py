@@ -24,16 +24,20 @@ from pathlib import Path, PurePosixPath
 from proctor import cache_dirs
 from proctor.errors import InfraError
 from proctor.harness.pipeline.hidden_names import rename_hidden_tree
-from proctor.harness.tamper.tree import tree_report_argv
-from proctor.patch.apply import apply_variants
-from proctor.patch.testpaths import is_test_module
-from proctor.sandbox.base import ExecResult, Sandbox, tar_of_tree
-from proctor.sandbox.layout import REPO, SANDBOX_UID
-from proctor.sandbox.ownership import host_dir
-from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step
+from proctor.harness.tamper import tree_report_argv
+from proctor.patch import apply_variants, is_test_module
+from proctor.sandbox import (
+    CLEAR_PARENTS_SH,
+    REPO,
+    SANDBOX_UID,
+    ExecResult,
+    Sandbox,
+    Step,
+    host_dir,
+    tar_of_tree,
+)
 from proctor.task import Task
 
-PATCH_PATH = "/proctor/in/patch.diff"
 GIT = ["git", "-c", "user.name=proctor", "-c", "user.email=proctor@localhost",
        "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"]
 
@@ -204,21 +208,6 @@ def _build_repo_tar(repo: str) -> bytes:
         end = tar.offset  # before close() writes the end-of-archive blocks
         tar.close()
         return buf.getvalue()[:end]
-
-
-def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 60) -> ApplyResult:
-    """``git apply`` the patch (never GNU patch), trying the recorded fallbacks in order.
-    git apply is atomic: a failed attempt leaves the tree untouched."""
-    total, output = 0.0, ""
-    for name, flags, data in apply_variants(patch):
-        sb.put_files("/proctor/in", {"patch.diff": data})
-        res = sb.run(["git", "apply", "--whitespace=nowarn", *flags, PATCH_PATH],
-                     timeout=timeout, cwd=REPO)
-        total += res.duration_s
-        output = res.output
-        if res.ok:
-            return ApplyResult(True, name, output, total)
-    return ApplyResult(False, None, output, total)
 
 
 def restore_public_tests(sb: Sandbox, task: Task, timeout: float = 60) -> None:

@@ -47,8 +47,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 
-from proctor.patch import ast_parse
-from proctor.patch.testpaths import in_test_dir, is_test_module, under
+from proctor.patch import ast_parse, in_test_dir, is_test_module, under
 
 #: Directory names whose contents are test code or reference data.
 WEAKENED_KINDS = frozenset({"test_deleted", "assert_removed", "assert_changed", "skip_added",

@@ -25,14 +25,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from proctor.errors import InfraError
-from proctor.harness.integrity.pyproject_rules import is_pyproject, judge_pyproject
+from proctor.harness.integrity import is_pyproject, judge_pyproject
 from proctor.harness.tamper import suspicious_code
 from proctor.harness.tamper import tests_weakened as tamper_tests
-from proctor.patch.parse import PatchSummary, fold
-from proctor.patch.patched_text import patched_texts
-from proctor.patch.testpaths import in_test_dir, is_test_module
-from proctor.sandbox.base import Sandbox
-from proctor.suites.pytest_runner import HARNESS_DIR, INCONTAINER, PYTHON
+from proctor.patch import PatchSummary, fold, in_test_dir, is_test_module, patched_texts
+from proctor.sandbox import HARNESS_DIR, PYTHON, Sandbox
+from proctor.suites import INCONTAINER
 from proctor.task import Task
 
 REPORT = "/tmp/proctor-tree.json"  # only when stdout would be over the output cap
