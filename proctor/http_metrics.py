@@ -63,6 +63,9 @@ class ServeMetrics:
         r.register(_Live(self))
 
     def records(self, recs: list[RewardRecord]) -> None:
+        """Count records returned to a client: by status, errors by kind, each one's
+        ``timing.total_s`` in the rollout histogram, and their return time for
+        :meth:`per_minute`."""
         now = self._clock()
         for rec in recs:
             self.rollouts.labels(rec.status).inc()
@@ -73,11 +76,15 @@ class ServeMetrics:
             self._done.extend([now] * len(recs))
 
     def request(self, route: str, seconds: float) -> None:
+        """Record one scoring request's wall time (``seconds``, queueing included) under its
+        ``route``, also for :meth:`quantiles`."""
         self.request_s.labels(route).observe(seconds)
         with self._lock:
             self._latency.append(seconds)
 
     def per_minute(self) -> float:
+        """Records returned in the last 60 s, as a rate per minute; a server younger than a
+        minute divides by its age (at least 1 s) instead."""
         now = self._clock()
         with self._lock:
             while self._done and self._done[0] < now - 60:
@@ -98,9 +105,13 @@ class ServeMetrics:
         return {"0.5": q[49], "0.95": q[94]}
 
     def p50(self) -> float:
+        """Median wall time (seconds) of the recent scoring requests; 0.0 before the
+        first."""
         return self.quantiles()["0.5"]
 
     def text(self) -> bytes:
+        """Every metric in the Prometheus text format (:data:`CONTENT_TYPE`), gauges read
+        now."""
         return generate_latest(self.registry)
 
 

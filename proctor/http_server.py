@@ -85,6 +85,10 @@ class ScoreRequest(BaseModel):
 
 
 class BatchRequest(BaseModel):
+    """``POST /v1/score_batch``: ``rollouts``, each an object validated on its own like a
+    :class:`ScoreRequest` (a bad one is an error record in its place, not a 422);
+    ``workers``: concurrent rollouts wanted, at most the server's."""
+
     model_config = ConfigDict(extra="forbid")
 
     rollouts: list[dict]
@@ -102,6 +106,10 @@ class RewardRequest(BaseModel):
 
 
 class HttpError(Exception):
+    """Ends a request with HTTP ``status`` and the JSON error body ``{"error": {"status",
+    "message"}}``; ``headers`` are added to the response (e.g. ``Retry-After``). Raised for
+    one item of a batch, it makes that item's error record instead."""
+
     def __init__(self, status: int, message: str, headers: dict | None = None) -> None:
         super().__init__(message)
         self.status, self.headers = status, headers or {}
@@ -266,6 +274,8 @@ class Service:
             threading.Thread(target=s.cancel, daemon=True).start()
 
     def close(self) -> None:
+        """Cancel every request in progress, then wait for the worker threads to end (those
+        not started never start)."""
         self.cancel_all()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -436,6 +446,8 @@ class ProctorServer:
         self._thread: threading.Thread | None = None
 
     def serve_forever(self) -> None:
+        """Serve on the bound socket until :meth:`shutdown` or a signal, in the calling
+        thread; then close the service (cancelling what is left)."""
         # In the main thread, uvicorn's handlers end the server gracefully, then put back
         # these and raise the signal again: they remove the sandboxes still open.
         cleanup.install_signal_handlers()
@@ -456,12 +468,15 @@ class ProctorServer:
         return self._thread
 
     def shutdown(self) -> None:
+        """Stop serving from another thread: cancel the requests in progress, ask uvicorn to
+        exit and wait (at most 60 s) for the thread :meth:`start` started."""
         self.service.cancel_all()
         self.uvicorn.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=60)
 
     def server_close(self) -> None:
+        """Close the listening socket (after :meth:`shutdown`; ``socketserver``'s name)."""
         self.socket.close()
 
 

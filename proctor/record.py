@@ -88,12 +88,25 @@ class Evidence(BaseModel):
 
 
 class ErrorInfo(BaseModel):
+    """Why a record has ``status == "error"`` (no reward: the harness, the task or the input
+    failed, not the patch). ``kind``: the :class:`~proctor.errors.ProctorError` kind
+    (``task_config``, ``infra``, ``image_missing``, ...) or the batch's own
+    (``bad_input``, ``blocked``, ``cancelled``, ``internal_error``); ``retryable``: another
+    attempt may succeed (the machine, not the task, was wrong)."""
+
     kind: str
     message: str
     retryable: bool = False
 
 
 class EnvInfo(BaseModel):
+    """What the record was scored with, to reproduce or compare it: the Proctor version,
+    the environment handed to the backend and its content id (``image`` /
+    ``image_digest``, :func:`proctor.sandbox.backends.resolve_env`: a Docker tag and image
+    id, or the local venv dir and ``local-venv:<hash>``; None when the record ended before
+    the baseline), the task's fingerprint and the patch's SHA-256 (hex). ``sandbox`` keeps
+    its default: the pipeline does not fill it in."""
+
     proctor_version: str
     sandbox: str = "docker"
     image: str | None = None

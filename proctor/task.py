@@ -114,6 +114,12 @@ def _repo_relative(value: str) -> str:
 
 
 class TestsConfig(BaseModel):
+    """``[tests]``: ``public``, the visible tests (files or directories, relative to
+    ``repo/``, at least one); ``hidden_dir``, the task-dir folder of the hidden tests (laid
+    out at their repo paths); ``known_broken``, test ids that fail for reasons no patch can
+    fix, quarantined by the baseline instead of becoming FAIL_TO_PASS. A public path that
+    is absolute, empty or leaves the repo (``..``) fails validation."""
+
     model_config = ConfigDict(extra="forbid")
 
     public: list[str] = Field(min_length=1)
@@ -172,6 +178,11 @@ class LimitsConfig(BaseModel):
 
 
 class BaselineConfig(BaseModel):
+    """``[baseline]``: ``runs`` (1..20) of every suite on the base repo, and as many with
+    the reference patch, to tell flaky tests (quarantined) from stable ones. More runs
+    catch more flakiness and cost each task's preparation as many suite runs; the number
+    is part of the baseline's cache key."""
+
     model_config = ConfigDict(extra="forbid")
 
     runs: int = Field(3, ge=1, le=20)
@@ -299,18 +310,24 @@ class Task(BaseModel):
 
     @property
     def id(self) -> str:
+        """The task's ``id`` from ``task.toml``."""
         return self.config.id
 
     @property
     def repo(self) -> Path:
+        """The host path of ``repo/``, the repository the agent sees."""
         return self.root / "repo"
 
     @property
     def hidden(self) -> Path:
+        """The host path of the hidden tests' folder (``tests.hidden_dir``); its layout
+        mirrors the repo's."""
         return self.root / self.config.tests.hidden_dir
 
     @property
     def reference_patch(self) -> Path | None:
+        """The host path of ``reference.patch``, or None when the task has none (the
+        baseline then classifies the tests without a reference run)."""
         p = self.root / "reference.patch"
         return p if p.is_file() else None
 

@@ -40,6 +40,7 @@ class Weights(BaseModel):
     performance: float = Field(0.0, ge=0)
 
     def as_dict(self) -> dict[str, float]:
+        """Component name -> weight, for every name of :data:`COMPONENTS` in that order."""
         return {name: float(getattr(self, name)) for name in COMPONENTS}
 
 

@@ -57,10 +57,12 @@ class ExecResult:
 
     @property
     def ok(self) -> bool:
+        """The command exited 0 within its timeout."""
         return self.exit_code == 0 and not self.timed_out
 
     @property
     def command(self) -> str:
+        """``argv`` joined with spaces, for messages (not quoted: not for a shell)."""
         return " ".join(self.argv)
 
 

@@ -265,6 +265,9 @@ class LocalSandbox(Sandbox):
 
     @classmethod
     def unenforced_here(cls) -> dict[str, str]:
+        """See :meth:`Sandbox.unenforced_here`; here memory is bounded per process and CPU
+        share not at all (no cgroups), and ``disk`` too unless we are root (sized tmpfs
+        mounts need root)."""
         out = {
             "memory": "per process only (RLIMIT_AS): the sum over a process tree is not "
                       "bounded without cgroups",
@@ -372,6 +375,11 @@ class LocalSandbox(Sandbox):
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,  # noqa: C901, PLR0913
             own_deadline=False) -> ExecResult:
+        """See :meth:`Sandbox.run`; here each command gets a fresh ``bwrap`` (own user, pid,
+        net and IPC namespaces) under ``prlimit`` for the limits cgroups would set. With
+        ``own_deadline`` there is no ``timeout`` wrapper: at ``timeout`` seconds the host
+        kills bwrap's process group, and with it the run's pid namespace. The watchdog
+        (``timeout`` plus the kill grace plus slack) raises :class:`InfraError`."""
         start = time.monotonic()
         proc = self._popen(list(argv), user=user, cwd=cwd,
                            timeout=None if own_deadline else timeout, env=env,
@@ -450,6 +458,10 @@ class LocalSandbox(Sandbox):
         return code, bytes(out[: max_out + 1]), bytes(err)
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
+        """See :meth:`Sandbox.put_archive`; here ``as_root`` makes the files root's only
+        inside the user namespace: on the host they have the same owner as the sandbox
+        user's files (:attr:`ROOT_OWNED_FILES`), so the removed write bits are what protect
+        them."""
         script = 'mkdir -p "$1" && tar -x --no-same-owner --no-same-permissions -C "$1" -f -'
         if as_root:
             script += ' && chmod -R a-w "$1"'
@@ -460,6 +472,8 @@ class LocalSandbox(Sandbox):
                              f"{err.decode(errors='replace')[-500:]}")
 
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
+        """See :meth:`Sandbox.get_file`; here a ``cat`` as root in a fresh bwrap, and None
+        too for a file over ``max_bytes`` (the read stops just past it)."""
         code, data, _ = self._io(["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path],
                                  None, "0:0", max_bytes)
         if code != 0 or len(data) > max_bytes:
@@ -475,6 +489,9 @@ class LocalSandbox(Sandbox):
         return left + [str(p.pid) for p in list(self._procs) if p.poll() is None]
 
     def close(self) -> None:
+        """See :meth:`Sandbox.close`; here it kills the process group of every bwrap run still
+        going (another thread's), closes the directory descriptors and unmounts and removes
+        the host directory."""
         with self._lock:
             root, self._root = self._root, None
         ownership.untrack(self)

@@ -182,6 +182,7 @@ class DockerSandbox(Sandbox):
 
     @property
     def container_id(self) -> str | None:
+        """The container's full id, or None once the sandbox is closed."""
         return self._container.id if self._container is not None else None
 
     def _alive(self):
@@ -191,6 +192,11 @@ class DockerSandbox(Sandbox):
 
     def run(self, argv, *, timeout, env=None, cwd=None, user=None, stdin=None,  # noqa: C901, PLR0913
             own_deadline=False) -> ExecResult:
+        """See :meth:`Sandbox.run`; here a ``docker exec`` under ``timeout -k``, whose
+        watchdog kills the whole container (then :class:`InfraError`). With ``own_deadline``
+        the deadline is PID 1's SIGUSR1 (:meth:`kill_user_processes`), and after any timeout
+        the user's processes are killed too: children that left ``timeout``'s process group
+        would outlive it. An engine error raises :class:`InfraError`."""
         container = self._alive()
         full = list(argv) if own_deadline else [
             "timeout", "-k", str(KILL_AFTER_S), f"{max(timeout, 0.1):.1f}", *argv]
@@ -315,6 +321,9 @@ class DockerSandbox(Sandbox):
         return api.exec_inspect(exec_id)["ExitCode"], bytes(out), bytes(err)
 
     def put_archive(self, dest_dir: str, tar_bytes: bytes, *, as_root: bool = False) -> None:
+        """See :meth:`Sandbox.put_archive`; here ``tar`` inside the container fed over the
+        exec's socket (``docker cp`` cannot see tmpfs mounts); an engine error is an
+        :class:`InfraError` too."""
         d = shlex.quote(dest_dir)
         script = f"mkdir -p {d} && tar -x --no-same-permissions -C {d} -f -"
         if as_root:  # root owns what it extracts; then nobody may write (0444 / 0555)
@@ -343,11 +352,16 @@ class DockerSandbox(Sandbox):
         return data
 
     def leftovers(self) -> list[str]:
+        """See :meth:`Sandbox.leftovers`; here the ids of the engine's containers, running or
+        not, labelled with this sandbox's run id."""
         found = self._client.containers.list(
             all=True, filters={"label": f"{LABEL}.run={self.run_id}"}, ignore_removed=True)
         return [c.id for c in found]
 
     def close(self) -> None:
+        """See :meth:`Sandbox.close`; here the container is force-removed with its anonymous
+        volumes (a container already gone is fine). Raises :class:`InfraError` when the
+        engine refuses the removal."""
         container, self._container = self._container, None
         ownership.untrack(self)
         if container is None:

@@ -90,6 +90,7 @@ def track(sb) -> None:
 
 
 def untrack(sb) -> None:
+    """Forget a sandbox :func:`track` remembered (it is closing); an unknown one is fine."""
     with _LIVE_LOCK:
         _LIVE.discard(sb)
 
@@ -102,6 +103,7 @@ def live_sandboxes() -> tuple[int, int]:
 
 
 def reset_live_peak() -> None:
+    """Start the peak :func:`live_sandboxes` reports over, from the sandboxes open now."""
     global _PEAK
     with _LIVE_LOCK:
         _PEAK = len(_LIVE)

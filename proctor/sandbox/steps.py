@@ -44,6 +44,8 @@ class Step:
 
     @property
     def command(self) -> str:
+        """``argv`` joined with spaces, as :attr:`ExecResult.command` has it (for
+        messages)."""
         return " ".join(self.argv)
 
 

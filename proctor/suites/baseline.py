@@ -43,6 +43,11 @@ class SuiteBaseline(BaseModel):
 
 
 class Baseline(BaseModel):
+    """A task's baseline as cached on disk, under ``key`` (:func:`baseline_key`: task,
+    image, version, runs and harness): each suite's classification (:class:`SuiteBaseline`)
+    from ``runs`` runs on the base repo (and of the reference patch when
+    ``has_reference``), computed by this ``proctor_version`` on ``image_id``."""
+
     key: str
     task_id: str
     proctor_version: str
@@ -56,6 +61,8 @@ class Baseline(BaseModel):
 
     @property
     def expected_ids(self) -> dict[str, list[str]]:
+        """Suite -> the test ids a patched run is graded on: FAIL_TO_PASS then PASS_TO_PASS
+        (quarantined tests excluded)."""
         return {s: b.fail_to_pass + b.pass_to_pass for s, b in self.suites.items()}
 
 

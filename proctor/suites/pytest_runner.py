@@ -441,11 +441,15 @@ class Tripwire:
 
     @classmethod
     def new(cls) -> Tripwire:
+        """A tripwire with fresh random names (directory under ``/proctor``, module, both
+        tests), drawn from :mod:`secrets` so that code under test cannot predict them."""
         t = secrets.token_hex(6)
         return cls(f"/proctor/t-{secrets.token_hex(6)}", f"test_{t}.py",
                    f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}")
 
     def source(self) -> bytes:
+        """The module's text (UTF-8): ``must_fail`` asserting ``0 == 1``, ``must_pass``
+        asserting ``1 == 1``."""
         return (f"def {self.must_fail}():\n    assert 0 == 1\n\n\n"
                 f"def {self.must_pass}():\n    assert 1 == 1\n").encode()
 
@@ -652,6 +656,10 @@ class SuiteProgress:
         return out
 
     def ended_early(self) -> list[str]:
+        """The distinct :data:`EARLY_END_REASONS` over the sessions so far, sorted: each
+        session's own reason, ``collection_error`` when a collector failed, and
+        ``suite_deadline`` when the budget ran out before a due session; ``[]`` when none
+        ended early (:attr:`SuiteRun.ended_early`)."""
         reasons = {s.reason for s in self.sessions if s.reason}
         reasons |= {"collection_error" for s in self.sessions if s.collection_errors}
         reasons |= {"suite_deadline"} if self.out_of_budget else set()

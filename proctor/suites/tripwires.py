@@ -46,6 +46,8 @@ class EmbeddedTripwire:
     name: str
 
     def matches(self, nodeid: str) -> bool:
+        """Whether pytest's node id ``nodeid`` is this tripwire (``module::name`` exactly; a
+        parametrized id is not)."""
         return nodeid == f"{self.module}::{self.name}"
 
 

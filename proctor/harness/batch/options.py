@@ -40,6 +40,7 @@ class BatchOptions:
 
     @property
     def n_workers(self) -> int:
+        """``workers``, or the number of cores when unset; at least 1."""
         return max(1, self.workers or os.cpu_count() or 1)
 
     @property

@@ -28,10 +28,14 @@ class RetryPolicy:
     max_backoff_s: float = 30.0
 
     def delay(self, retry: int) -> float:
+        """Seconds to wait before retry ``retry`` (0-based): ``backoff_s * 2**retry``, at
+        most ``max_backoff_s``."""
         return min(self.backoff_s * (2 ** retry), self.max_backoff_s)
 
 
 def is_retryable(rec: RewardRecord) -> bool:
+    """Whether ``rec`` is an error record whose error may pass on another attempt
+    (infrastructure, not the task or the patch)."""
     return rec.status == "error" and rec.error is not None and rec.error.retryable
 
 

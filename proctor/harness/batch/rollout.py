@@ -70,6 +70,14 @@ class TaskPreparer:
 
     def get(self, path: str | Path, *, image: str | None = None,
             sandbox: str = "docker") -> PreparedTask:
+        """:func:`prepare_task` of ``path`` for this image and backend, once per process (a
+        caller waits while another thread prepares the same one); the baseline's sandboxes
+        hold a slot of the sandbox cap meanwhile.
+
+        Raises:
+            TaskConfigError: as :func:`prepare_task`, again on every later call.
+            InfraError: as :func:`prepare_task`; a later call tries again.
+        """
         key = (str(Path(path).resolve()), image, sandbox)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -131,6 +139,11 @@ class RolloutScorer:
         return self.score_rollout(r, patch)
 
     def score_rollout(self, r: Rollout, patch: bytes) -> RewardRecord:
+        """The record for rollout ``r`` with its patch already read: from the result cache
+        when it holds this patch, task, image and backend, else scored, with infrastructure
+        errors retried per the options; a ``cancelled`` error record when the cancel scope
+        is cancelled meanwhile. Never raises: a harness bug becomes an ``internal_error``
+        record, so one rollout cannot stop the batch. ``metadata`` is the rollout's."""
         sha = hashlib.sha256(patch).hexdigest()
         try:
             rec = with_retries(lambda: self._attempt(r, patch, sha), self.options.retry,

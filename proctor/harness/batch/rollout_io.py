@@ -81,6 +81,7 @@ class BatchItem:
 
     @property
     def where(self) -> str:
+        """Where the item came from, for messages: ``line N`` or ``rollout #N``."""
         return f"line {self.line}" if self.line is not None else f"rollout #{self.index}"
 
 

@@ -27,6 +27,7 @@ class TaskFigures:
 
     @property
     def mean_reward(self) -> float | None:
+        """Mean reward of the task's scored records; None when none was scored."""
         return self.reward_sum / self.scored if self.scored else None
 
 
@@ -46,10 +47,13 @@ class BatchSummary:
 
     @property
     def error_rate(self) -> float:
+        """Error records as a fraction (0..1) of all records; 0.0 for an empty batch."""
         return self.errors / self.total if self.total else 0.0
 
     @property
     def violation_rate(self) -> float:
+        """Records that caught cheating (:func:`is_violation`) as a fraction (0..1) of all
+        records; 0.0 for an empty batch."""
         return self.violations / self.total if self.total else 0.0
 
 

@@ -47,6 +47,7 @@ class Scope:
 
     @property
     def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called (once cancelled, always cancelled)."""
         return self._event.is_set()
 
     def cancel(self) -> int:
@@ -91,6 +92,7 @@ def scope(s: Scope | None = None) -> Iterator[Scope]:
 
 
 def current() -> Scope | None:
+    """The scope of this context (set by :func:`scope`), or None outside any."""
     return _CURRENT.get()
 
 

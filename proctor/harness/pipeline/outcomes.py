@@ -51,6 +51,10 @@ def violation(rec: RewardRecord, reasons: list[str], task: Task,
 
 def honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
                     blockers: list[str] = ()) -> None:
+    """The patch failed without cheating before anything could be measured (``reason``:
+    e.g. ``did_not_apply``, ``patch_unparseable``): reward :data:`HONEST_FAILURE_REWARD`,
+    every component null, ``message`` in ``component_notes["reason"]``; ``blockers`` go
+    into the gate verdict."""
     unmeasured(rec, HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
     rec.component_notes["reason"] = message
     rec.verdict = gate_verdict(rec.reward, {}, list(blockers))
@@ -58,6 +62,12 @@ def honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
 
 def grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,  # noqa: PLR0913
            hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
+    """Fill ``rec`` from the measurements: each suite graded against ``baseline`` (with its
+    run kept as evidence), the reward and its components under the task's weights, the
+    ``tests_tampered`` flag (which excludes the record from the group's advantage) and the
+    gate verdict. A tripwire in either suite overrides the reward with
+    :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would. ``blockers``: reasons found
+    earlier that fail the gate whatever the reward."""
     for run in (public, hidden):
         m.suites[run.suite] = grade_suite(baseline, run)
         rec.evidence[f"{run.suite}_tests"] = Evidence(

@@ -70,6 +70,8 @@ class Finding:
     detail: str
 
     def as_dict(self) -> dict:
+        """The finding as a plain dict (``kind``, ``path``, ``line``, ``detail``); the tamper
+        verdict's ``findings`` are these plus a ``severity``."""
         return asdict(self)
 
 

@@ -58,6 +58,7 @@ class TamperVerdict:
 
     @property
     def detected(self) -> bool:
+        """Whether any tampering was found: a violation or a non-zero indicator."""
         return bool(self.violations or self.indicators)
 
 
