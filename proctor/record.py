@@ -104,11 +104,12 @@ class EnvInfo(BaseModel):
     the environment handed to the backend and its content id (``image`` /
     ``image_digest``, :func:`proctor.sandbox.backends.resolve_env`: a Docker tag and image
     id, or the local venv dir and ``local-venv:<hash>``; None when the record ended before
-    the baseline), the task's fingerprint and the patch's SHA-256 (hex). ``sandbox`` keeps
-    its default: the pipeline does not fill it in."""
+    the baseline), the task's fingerprint and the patch's SHA-256 (hex). ``sandbox``: the
+    backend that scored it (``docker``, ``local``); None when the record ended before one
+    was chosen."""
 
     proctor_version: str
-    sandbox: str = "docker"
+    sandbox: str | None = None
     image: str | None = None
     image_digest: str | None = None
     task_fingerprint: str | None = None

@@ -73,6 +73,7 @@ def test_an_honest_failure_is_scored_with_its_reason_and_no_flag(backend, name, 
         name, EXPECTED[name])
     rec = score(task, patches[name], sandbox=backend, rollout_id=name)
     assert rec.status == "scored", rec.error
+    assert rec.env.sandbox == backend
     assert not rec.flags.tests_tampered and not rec.flags.tripwire
     assert not rec.flags.exclude_from_advantage and not rec.integrity.violated
     assert rec.reward == pytest.approx(reward, abs=1e-12), rec.components

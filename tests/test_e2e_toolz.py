@@ -91,6 +91,7 @@ def test_reference_patch_scores_full_marks(scored):
     assert rec.integrity.violated is False and rec.integrity.paths == [BUGGY_FILE]
     assert rec.flags.exclude_from_advantage is False
     assert rec.env.image and rec.env.image_digest and rec.env.task_fingerprint
+    assert rec.env.sandbox == "docker"
     assert_self_consistent(rec)
 
 
@@ -146,6 +147,7 @@ def test_hidden_test_overwrite_is_integrity_violation_without_any_container(
     assert any("hidden test" in r for r in rec.integrity.reasons)
     assert rec.verdict.gate == "FAIL" and "integrity violation" in rec.verdict.blockers
     assert rec.tests == {} and rec.evidence == {}
+    assert rec.env.sandbox is None  # ended before a backend was chosen
 
 
 @pytest.mark.docker

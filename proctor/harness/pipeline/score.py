@@ -301,6 +301,7 @@ def _baseline(run: _Run, checked: _Checked, choice: _Choice) -> Env | None:
     rec, task, limits = run.rec, run.task, choice.limits
     with run.timer("baseline"):
         backend = choose_backend(choice.sandbox)
+        rec.env.sandbox = backend
         check_required(backend, task.config.limits.required,
                        task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, choice.image, task.requirements)
