@@ -11,6 +11,7 @@ that cannot apply (a limit the backend does not enforce here) skips naming the l
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
 from proctor.sandbox.backends import BACKENDS, resolve_env
 from proctor.sandbox.base import ExecResult, Sandbox
@@ -93,3 +94,19 @@ def test_runner_reports_failures_and_skips_and_closes_every_sandbox(monkeypatch)
     with pytest.raises(ValueError, match="unknown sandbox backend"):
         run_conformance("no-such-backend", "env")
 
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.local
+def test_cli_checks_one_backend(local_ready):
+    from proctor.cli import app
+
+    res = CliRunner().invoke(app, ["sandbox", "check", "--backend", "local",
+                                   "--only", "stdin_empty"])
+    assert res.exit_code == 0, res.output
+    assert "stdin_empty" in res.output and "passed" in res.output
+    assert "1 passed, 0 failed, 0 skipped" in res.output
+    bad = CliRunner().invoke(app, ["sandbox", "check", "--backend", "local",
+                                   "--only", "no_such_check"])
+    assert bad.exit_code == 2 and "unknown conformance check" in bad.output
