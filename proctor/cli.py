@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
@@ -263,12 +264,13 @@ def sandbox_check(
         table.add_column(col)
     for r in results:
         table.add_row(r.name, f"[{colour[r.status]}]{r.status}[/]", f"{r.seconds:.1f}",
-                      r.message)
+                      escape(r.message))
     out.print(table)
     counts = {status: sum(r.status == status for r in results) for status in colour}
     out.print(", ".join(f"{n} {status}" for status, n in counts.items()))
     if counts["failed"]:
         raise typer.Exit(1)
+
 
 if __name__ == "__main__":
     app()
