@@ -1,7 +1,8 @@
 """``proctor`` command line: thin typer commands over the library.
 
 Exit codes: 0 a reward was computed (whatever its value), 1 ``score --fail-under N`` and
-the gate score is below N, 2 bad usage or task configuration, 3 infrastructure error.
+the gate score is below N, or a ``sandbox check`` failed, 2 bad usage or task
+configuration, 3 infrastructure error.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
@@ -23,8 +25,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate tasks.")
 image_app = typer.Typer(no_args_is_help=True,
                         help="Build the sandbox image (offline); list and prune task envs.")
+sandbox_app = typer.Typer(no_args_is_help=True,
+                          help="Check that a sandbox backend keeps every sandbox promise.")
 app.add_typer(task_app, name="task")
 app.add_typer(image_app, name="image")
+app.add_typer(sandbox_app, name="sandbox")
 out = Console()
 err = Console(stderr=True)
 
@@ -220,6 +225,48 @@ def image_prune(
         print(f"removed {tag}")
     for tag in busy:
         print(f"kept {tag} (in use)")
+
+
+@sandbox_app.command("check")
+def sandbox_check(
+    backend: str | None = typer.Option(
+        None, help="Backend to check (default: the one `score` would use)."),
+    only: list[str] | None = typer.Option(
+        None, "--only", help="Run only this check (repeatable; names: --list)."),
+    env: str | None = typer.Option(
+        None, help="What the backend is built from: Docker image tag, local venv dir "
+        "(default: the built sandbox image, the tools venv)."),
+    list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
+) -> None:
+    """Run the conformance checks on a sandbox backend, each in fresh sandboxes, and print
+    a table. Exit 0 when none failed (a skip is a limit the backend cannot enforce here),
+    1 when one failed, 2 bad usage, 3 the backend's environment is not available."""
+    from proctor.sandbox import CHECKS, choose_backend, run_conformance
+
+    if list_checks:
+        for check in CHECKS.values():
+            print(f"{check.name}: {check.title}")
+        return
+    try:
+        name = choose_backend(backend)
+        results = run_conformance(name, env, only=only or None, on_result=lambda r: err.print(
+            f"{r.name}: {r.status} ({r.seconds:.1f} s)", highlight=False))
+    except (ValueError, ProctorError) as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(EXIT_CONFIG if isinstance(exc, ValueError) else _exit_for(exc)) \
+            from None
+    colour = {"passed": "green", "failed": "red", "skipped": "yellow"}
+    table = Table(title=f"sandbox conformance: {name}")
+    for col in ("check", "result", "seconds", "message"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.name, f"[{colour[r.status]}]{r.status}[/]", f"{r.seconds:.1f}",
+                      escape(r.message))
+    out.print(table)
+    counts = {status: sum(r.status == status for r in results) for status in colour}
+    out.print(", ".join(f"{n} {status}" for status, n in counts.items()))
+    if counts["failed"]:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from proctor.sandbox.backends import check_required, choose_backend, open_sandbox, resolve_env
 from proctor.sandbox.base import BACKENDS, ExecResult, Limits, Sandbox, register, tar_of_tree
 from proctor.sandbox.cleanup import remove_stale
+from proctor.sandbox.conformance import CHECKS, CheckResult, ConformanceError, run_conformance
 from proctor.sandbox.docker_backend import DockerSandbox
 from proctor.sandbox.engine import docker_client
 from proctor.sandbox.environments import list_images, prune_images
@@ -19,6 +20,7 @@ from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step, run_steps
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
 
 __all__ = [
+    "CHECKS", "CheckResult", "ConformanceError", "run_conformance",
     "BACKENDS", "CLEAR_PARENTS_SH", "DEFAULT_BASE", "DockerSandbox", "ExecResult",
     "HARNESS_DIR", "HOME", "Limits", "OUT_DIR", "PYTHON", "REPO", "SANDBOX_PYTHON",
     "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "Sandbox", "Step", "build_image",

@@ -3,7 +3,7 @@
 A sandbox is one throw-away environment for one patch: run commands (argv, env, cwd,
 timeout), put and get files, close. ``close`` removes everything, on every path out.
 Backends register by name (``docker``, ``local`` = bubblewrap) and pass the same conformance
-suite (``tests/test_sandbox_conformance.py``).
+checks (:mod:`proctor.sandbox.conformance`, ``proctor sandbox check``).
 
 Every backend shows the same file-system layout to the commands it runs: the tools'
 interpreter at ``/opt/proctor/venv/bin/python``, the repo under ``/work``, harness files
