@@ -94,6 +94,25 @@ def test_runner_reports_failures_and_skips_and_closes_every_sandbox(monkeypatch)
         run_conformance("no-such-backend", "env")
 
 
+class _Leaky(_Broken):
+    """Keeps the stdin_empty promise, but its close leaves a container behind."""
+
+    name = "leaky"
+
+    def run(self, argv, *, timeout, **_):
+        return ExecResult(tuple(argv), 0, "end\n", 0.0)
+
+    def leftovers(self):
+        return ["container leaky-1"]
+
+
+def test_a_check_that_passes_fails_when_close_leaves_something(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "leaky", _Leaky)
+    [res] = run_conformance("leaky", "env", only=["stdin_empty"])
+    assert res.status == "failed"
+    assert res.message == "after close, leftovers() = ['container leaky-1']"
+
+
 # ------------------------------------------------------------------ the command line
 
 

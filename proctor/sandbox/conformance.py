@@ -582,7 +582,8 @@ def _run_one(check: Check, backend: str, open_sb: OpenSandbox,
     """Run ``check`` with ``open_sb`` (which appends every sandbox it opens to ``opened``),
     then close those sandboxes. Never raises for the check's outcome: an exception other
     than :class:`ConformanceError` or :class:`CheckSkipped` (``InfraError`` from the
-    backend, say) is a failure whose message names it; so is a ``close`` that raises."""
+    backend, say) is a failure whose message names it; so is a ``close`` that raises or
+    leaves something behind (:meth:`Sandbox.leftovers`)."""
     start = time.monotonic()
     status: Literal["passed", "failed", "skipped"] = "passed"
     message = ""
@@ -598,9 +599,13 @@ def _run_one(check: Check, backend: str, open_sb: OpenSandbox,
         for sb in opened:
             try:
                 sb.close()
+                left = sb.leftovers()
             except Exception as exc:  # noqa: BLE001
                 if status != "failed":
                     status, message = "failed", f"close raised {type(exc).__name__}: {exc}"
+                continue
+            if left and status != "failed":  # every check keeps the close promise too
+                status, message = "failed", f"after close, leftovers() = {left}"
     return CheckResult(check.name, backend, status, message, time.monotonic() - start)
 
 
