@@ -210,16 +210,16 @@ def _fake_task(benchmark=None):
         pythonpath_in=lambda repo: [])
 
 
-def _record():
-    from proctor.record import EnvInfo, RewardRecord
+def _trace():
+    from proctor.harness.pipeline.outcomes import Trace
+    from proctor.record import EnvInfo
 
-    return RewardRecord(task_id="t", rollout_id="r", status="scored", reward=None,
-                        env=EnvInfo(proctor_version="x"))
+    return Trace(env=EnvInfo(proctor_version="x"))
 
 
 def _mutation_step(monkeypatch, clock, deadline, result, seconds):
     """Run the executor's mutation step with a fake ``run_mutation`` that takes
-    ``seconds`` (at most its whole time) and returns ``result``; returns (m, rec, its
+    ``seconds`` (at most its whole time) and returns ``result``; returns (m, trace, its
     timeout and killers wait, or None when it was not called)."""
     from proctor.sandbox import Limits
 
@@ -232,13 +232,13 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
         return result
 
     monkeypatch.setattr(measure, "run_mutation", fake_run_mutation)
-    m, rec = Measurements(), _record()
+    m, trace = Measurements(), _trace()
     hidden = SuiteRun(suite="hidden", outcomes={}, command="", exit_code=1, duration_s=0,
                       output="", stray_processes=0)
     baseline = SimpleNamespace(reach=None, suites={})  # no reach maps, nothing quarantined
-    measure.measure_mutation(rec, m, None, _fake_task(), b"", None, None, baseline,
+    measure.measure_mutation(trace, m, None, _fake_task(), b"", None, None, baseline,
                                Limits(), deadline, None, hidden)
-    return m, rec, (called[0] if called else None)
+    return m, trace, (called[0] if called else None)
 
 
 def _mutation(score, ran_out=False, note=None):
@@ -252,10 +252,10 @@ def test_mutation_gets_what_is_left_and_keeps_a_finished_score(monkeypatch, cloc
     d = Deadline(40, clock=clock)
     with d.patch_code():
         clock.tick(26)  # the hidden suite hung
-    m, rec, budgets = _mutation_step(monkeypatch, clock, d, _mutation(0.5), 5)
+    m, trace, budgets = _mutation_step(monkeypatch, clock, d, _mutation(0.5), 5)
     assert budgets == (pytest.approx(14), 0.0)  # not 120 + 60
     assert m.mutation_score == 0.5 and "mutation_score" not in m.notes
-    assert rec.evidence["mutation"].command == "mutmut"
+    assert trace.evidence["mutation"].command == "mutmut"
 
 
 def test_mutation_cut_short_by_the_deadline_is_zero_never_partial(monkeypatch, clock):
@@ -359,8 +359,8 @@ def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_ou
     d = Deadline(per_patch, clock=clock)
     with d.patch_code():
         clock.tick(25)
-    m, rec = Measurements(), _record()
-    measure.measure_performance(rec, m, None, _fake_task(cfg), d)
+    m, trace = Measurements(), _trace()
+    measure.measure_performance(trace, m, None, _fake_task(cfg), d)
     assert given == [pytest.approx(min(30, per_patch - 25))]
     if expect_note:
         assert m.performance == 0.0 and m.notes["performance"].startswith(NOT_RUN_NOTE)

@@ -1,9 +1,10 @@
 """The measure phase's steps (design.md section 2, phase 4), each under its own timeout and
 the per-patch deadline: the file checks (compiled, static analysis) and the restore of the
 pristine public tests, the install, one suite run, and the second sandbox's steps (hidden
-suite, mutation, benchmark). Each fills :class:`~proctor.record.Measurements` and the
-record's evidence; what the deadline keeps from running is the patch's failure or the
-harness's, by who used the time (:class:`~proctor.harness.pipeline.deadline.Deadline`)."""
+suite, mutation, benchmark). Each fills :class:`~proctor.record.Measurements` and reports
+its evidence and times in the :class:`~proctor.harness.pipeline.outcomes.Trace`; what the
+deadline keeps from running is the patch's failure or the harness's, by who used the time
+(:class:`~proctor.harness.pipeline.deadline.Deadline`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from proctor.harness.pipeline.install import (
     install_repo,
     repo_changes,
 )
-from proctor.harness.pipeline.outcomes import phase_timer
+from proctor.harness.pipeline.outcomes import Trace
 from proctor.harness.pipeline.suites_in_sandbox import run_hidden
 from proctor.harness.pipeline.workspace import (
     check_restored,
@@ -32,7 +33,7 @@ from proctor.harness.pipeline.workspace import (
     restore_public_tests_step,
 )
 from proctor.patch import PatchSummary
-from proctor.record import Evidence, Measurements, RewardRecord
+from proctor.record import Evidence, Measurements
 from proctor.rewards import static_score
 from proctor.sandbox import REPO, Limits
 from proctor.suites import (
@@ -78,7 +79,7 @@ def harness_budget(deadline: Deadline, step: str, own: float) -> float:
     return deadline.budget(own)
 
 
-def files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: PatchSummary,  # noqa: PLR0913
+def files_steps(trace: Trace, m: Measurements, sb, task: Task, summary: PatchSummary,  # noqa: PLR0913
                  deadline: Deadline, *, restore: bool = True) -> bool:
     """``compiled`` and ``static_analysis`` (they read files only, before any code of the
     patch runs; static from a snapshot of the changed files), then (``restore``) the
@@ -98,19 +99,19 @@ def files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pat
         return False
     compile_s, static_s, restore_s = file_check_budgets(
         deadline.left(), STEP_TIMEOUT_S, STEP_TIMEOUT_S, RESTORE_TIMEOUT_S)
-    with phase_timer(rec)("file_checks"), deadline.patch_code():
+    with trace.timer("file_checks"), deadline.patch_code():
         checks = run_file_checks(sb, REPO, py_paths, compile_timeout=compile_s,
                                  static_timeout=static_s,
                                  then=[restore_public_tests_step(task, restore_s)]
                                  if restore else [],
                                  renamed_from=renamed_python_files(summary))
     if py_paths:
-        m.compiled, rec.evidence["compiled"] = checks.compiled, checks.compiled_evidence
+        m.compiled, trace.evidence["compiled"] = checks.compiled, checks.compiled_evidence
         static = checks.static
         m.static_analysis = 0.0 if static.step_failed else static_score(static.error_count)
-        rec.evidence["static_analysis"] = static.evidence
-        rec.timing["compiled_s"] = checks.compiled_evidence.duration_s
-        rec.timing["static_analysis_s"] = static.evidence.duration_s
+        trace.evidence["static_analysis"] = static.evidence
+        trace.timing["compiled_s"] = checks.compiled_evidence.duration_s
+        trace.timing["static_analysis_s"] = static.evidence.duration_s
         for comp, ev, own, given in (("compiled", checks.compiled_evidence, STEP_TIMEOUT_S,
                                       compile_s),
                                      ("static_analysis", static.evidence, STEP_TIMEOUT_S,
@@ -123,14 +124,15 @@ def files_steps(rec: RewardRecord, m: Measurements, sb, task: Task, summary: Pat
     return True
 
 
-def install_step(rec: RewardRecord, sb, deadline: Deadline, key: str) -> str | None:
+def install_step(trace: Trace, sb, deadline: Deadline, key: str) -> str | None:
     """``install = true``: the patched repo pip-installed (:func:`install_repo`, the patch's
     build code: under the deadline as the patch's time), then every process of the sandbox
-    user killed. Evidence in ``rec.evidence[key]``, with ``details["repo_changes"]``: the
+    user killed. Evidence in ``trace.evidence[key]``, with ``details["repo_changes"]``: the
     repo paths the build code changed, looked for once it installed (:func:`repo_changes`;
     the caller makes any an integrity violation; after a failed install nothing of the
     sandbox runs). Returns None when it installed cleanly, else the note of the
-    suites that cannot run: pip's failure (``install_failed: ...``; also ``rec.reason``),
+    suites that cannot run: pip's failure (``install_failed: ...``; also
+    ``trace.install_failed``, the record's reason),
     the repo changed, or the deadline's note.
 
     Raises:
@@ -144,17 +146,17 @@ def install_step(rec: RewardRecord, sb, deadline: Deadline, key: str) -> str | N
         res = install_repo(sb, REPO, given)
         kill_user_processes(sb)
     changes = repo_changes(sb, REPO, res.started) if res.ok else []
-    rec.evidence[key] = Evidence(command=res.command, exit_code=res.exit_code,
-                                 duration_s=round(res.duration_s, 3), output=res.output,
-                                 details={"timed_out": res.timed_out,
-                                          "repo_changes": changes[:50]})
+    trace.evidence[key] = Evidence(command=res.command, exit_code=res.exit_code,
+                                   duration_s=round(res.duration_s, 3), output=res.output,
+                                   details={"timed_out": res.timed_out,
+                                            "repo_changes": changes[:50]})
     if changes:
         return f"{INSTALL_FAILED}: the build changed the repository ({changes[0]})"
     if res.ok:
         return None
     if res.timed_out and deadline.capped(INSTALL_TIMEOUT_S, given):
         return deadline.ran_out("the install", cut=True)
-    rec.reason = INSTALL_FAILED
+    trace.install_failed = True
     return res.summary()
 
 
@@ -202,15 +204,15 @@ def suite_within(m: Measurements, deadline: Deadline, suite: str, per_suite: flo
     return result
 
 
-def second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: bytes,  # noqa: PLR0913
+def second_sandbox_steps(trace: Trace, m: Measurements, task: Task, data: bytes,  # noqa: PLR0913
                           applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
                           deadline: Deadline, rng, second: Future, taken: list,
                           public_run: Future) -> SuiteRun:
     """In the second sandbox (same patch, fresh container): the hidden suite, mutation
     (killers: the trusted tests that passed, public ones from ``public_run``, which it
     waits for only once its mutants are generated), the benchmark. Returns the hidden run;
-    fills ``m`` and ``rec``. Closes the sandbox."""
-    timer = phase_timer(rec)
+    fills ``m`` and ``trace``. Closes the sandbox."""
+    timer = trace.timer
     timeouts = task.config.timeouts
     with timer("sandbox_hidden"):
         try:
@@ -234,7 +236,7 @@ def second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: b
             failed = None
             if task.config.install:
                 with timer("install_hidden"):
-                    failed = install_step(rec, sb, deadline, "install_hidden")
+                    failed = install_step(trace, sb, deadline, "install_hidden")
             if failed is not None:  # nothing to import: no step here can measure the patch
                 hidden = not_installed_suite("hidden", failed)
                 m.notes["hidden_tests"] = failed
@@ -252,10 +254,10 @@ def second_sandbox_steps(rec: RewardRecord, m: Measurements, task: Task, data: b
                                          fresh=not task.config.install, rng=rng))
             with timer("mutation_score"):
                 if not skip_mutation(m, baseline, public_run, hidden):
-                    measure_mutation(rec, m, sb, task, data, applied.strategy, summary,
+                    measure_mutation(trace, m, sb, task, data, applied.strategy, summary,
                                       baseline, limits, deadline, public_run, hidden)
             with timer("performance"):
-                measure_performance(rec, m, sb, task, deadline)
+                measure_performance(trace, m, sb, task, deadline)
     return hidden
 
 
@@ -278,7 +280,7 @@ def no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
     return grade_suite(baseline, hidden).f2p_passed == 0
 
 
-def measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: bytes,  # noqa: PLR0913
+def measure_mutation(trace: Trace, m: Measurements, sb, task: Task, data: bytes,  # noqa: PLR0913
                       strategy: str | None, summary: PatchSummary, baseline: Baseline,
                       limits: Limits, deadline: Deadline, public_run: Future,
                       hidden: SuiteRun) -> None:
@@ -302,7 +304,7 @@ def measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: b
             workers=max(1, int(limits.cpus)), cpus=limits.cpus, timeout=timeout,
             killers_wait_s=wait, reach=baseline.reach,
             never_kill=sorted({t for s in baseline.suites.values() for t in s.quarantined}))
-    m.mutation_score, rec.evidence["mutation"] = mut.score, mut.evidence
+    m.mutation_score, trace.evidence["mutation"] = mut.score, mut.evidence
     if mut.ran_out and deadline.capped(own, timeout + wait) and not mut.tampered:
         # What it judged before the deadline depends on the machine's speed: scored 0.0,
         # the same every time (a null would re-share the weight and raise the reward).
@@ -311,12 +313,12 @@ def measure_mutation(rec: RewardRecord, m: Measurements, sb, task: Task, data: b
         return
     if mut.note:
         m.notes["mutation_score"] = mut.note
-    rec.flags.degraded = rec.flags.degraded or mut.degraded
+    trace.degraded = trace.degraded or mut.degraded
     if mut.tampered:  # forged verdicts: scored 0.0, out of the advantages
-        rec.flags.exclude_from_advantage = True
+        trace.forged_verdicts = True
 
 
-def measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
+def measure_performance(trace: Trace, m: Measurements, sb, task: Task,
                          deadline: Deadline) -> None:
     """The ``performance`` component: the task's benchmark, or null when it declares none.
     Its runs together get ``repeat x timeout_s`` capped by what is left; kept from running
@@ -336,7 +338,7 @@ def measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
         given = deadline.budget(own)
         result = run_benchmark(sb, cfg, repo=REPO, bench_dir=bench_dir, timeout=given,
                                pythonpath=task.pythonpath_in(REPO))
-    rec.evidence["performance"] = result.evidence
+    trace.evidence["performance"] = result.evidence
     if result.ran_out and deadline.capped(own, given):
         m.performance = 0.0
         m.notes["performance"] = deadline.ran_out("the benchmark", cut=True)
@@ -344,7 +346,7 @@ def measure_performance(rec: RewardRecord, m: Measurements, sb, task: Task,
     m.performance = result.score
     m.notes["performance"] = result.note
     if result.degraded:
-        rec.flags.degraded = True
+        trace.degraded = True
 
 
 def changed_python_files(summary: PatchSummary) -> list[str]:

@@ -1,16 +1,31 @@
-"""How a record ends: an error (no reward), an integrity violation (-1.0), an honest
-failure of the patch (0.0, nothing measured), or graded from the measurements
-(:func:`grade`: the reward, the flags, the gate verdict). Also :func:`phase_timer`, which
-records each phase's wall time in ``rec.timing``."""
+"""How a record is made: what the phases report while they run (:class:`Trace`), how the
+record ends (:class:`Ending`: an error with no reward, an integrity violation at -1.0, an
+honest failure of the patch at 0.0 with nothing measured, or graded from the
+measurements), and the record assembled once from the two (:func:`assemble`).
+
+The endings are pure functions of what they are given; the trace is the only thing the
+phases write, and the record is built from it once, at the end of the score."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
 from proctor.harness.pipeline.install import INSTALL_FAILED
-from proctor.record import ErrorInfo, Evidence, Measurements, RewardRecord
+from proctor.record import (
+    EnvInfo,
+    ErrorInfo,
+    Evidence,
+    Flags,
+    Integrity,
+    Measurements,
+    RewardRecord,
+    SuiteTests,
+    Verdict,
+)
 from proctor.rewards import COMPONENTS, INTEGRITY_VIOLATION_REWARD, compute_reward, gate_verdict
 from proctor.suites import Baseline, SuiteRun, grade_suite
 from proctor.task import Task
@@ -20,94 +35,171 @@ from proctor.task import Task
 HONEST_FAILURE_REWARD = 0.0
 
 
-def mark_error(rec: RewardRecord, kind: str, message: str, retryable: bool) -> None:
-    """Status ``error``, no reward: never scored as the agent's failure or success."""
-    rec.status, rec.reward, rec.verdict, rec.reason = "error", None, None, None
-    rec.error = ErrorInfo(kind=kind, message=message, retryable=retryable)
-    rec.flags.exclude_from_advantage = True
+@dataclass
+class Trace:
+    """What the phases report while they run, kept for the record whatever its ending.
 
+    ``evidence``: step name -> what was run; ``timing``: ``<phase>_s`` -> wall seconds;
+    ``env``: what the record was scored with (filled as the backend, image and task are
+    known); ``integrity``: the integrity phase's verdict; ``apply_strategy``: how the patch
+    applied. The steps' signals: ``suppressions_added`` and ``secret_in_patch`` (the scans
+    of the added lines), ``degraded`` (a measuring tool failed), ``forged_verdicts`` (the
+    mutation step's verdicts were altered: out of the advantage) and ``install_failed``
+    (the patched project did not install: the record's reason). The two sandboxes' threads
+    write it, each under keys of its own steps."""
 
-def unmeasured(rec: RewardRecord, reward: float, reason: str, why: str, task: Task) -> None:
-    """A reward decided before anything was measured: every component null, with why."""
-    rec.reward, rec.reason = reward, reason
-    rec.components = {name: None for name in COMPONENTS}
-    rec.component_notes = {name: why for name in COMPONENTS}
-    rec.weights = task.config.effective_weights().as_dict()
-
-
-def violation(rec: RewardRecord, reasons: list[str], task: Task,
-               blockers: list[str] = ()) -> None:
-    """Integrity violation (reward -1.0); ``reasons`` found after the integrity phase (post-
-    apply tree check, shadowing, suspicious code) are added to ``rec.integrity``."""
-    rec.integrity.violated = True
-    rec.integrity.reasons += reasons
-    rec.integrity.paths = sorted(set(rec.integrity.paths)
-                                 | {r.split(":", 1)[0] for r in reasons})
-    unmeasured(rec, INTEGRITY_VIOLATION_REWARD, "integrity_violation",
-                "not measured: integrity violation", task)
-    rec.flags.exclude_from_advantage = True
-    rec.verdict = gate_verdict(rec.reward, {}, ["integrity violation", *blockers])
-
-
-def honest_failure(rec: RewardRecord, reason: str, message: str, task: Task,
-                    blockers: list[str] = ()) -> None:
-    """The patch failed without cheating before anything could be measured (``reason``:
-    e.g. ``did_not_apply``, ``patch_unparseable``): reward :data:`HONEST_FAILURE_REWARD`,
-    every component null, ``message`` in ``component_notes["reason"]``; ``blockers`` go
-    into the gate verdict."""
-    unmeasured(rec, HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
-    rec.component_notes["reason"] = message
-    rec.verdict = gate_verdict(rec.reward, {}, list(blockers))
-
-
-def grade(rec: RewardRecord, m: Measurements, baseline: Baseline, public: SuiteRun,  # noqa: PLR0913
-           hidden: SuiteRun, task: Task, blockers: list[str]) -> None:
-    """Fill ``rec`` from the measurements: each suite graded against ``baseline`` (with its
-    run kept as evidence), the reward and its components under the task's weights, the
-    ``tests_tampered`` flag (which excludes the record from the group's advantage) and the
-    gate verdict. A tripwire in either suite overrides the reward with
-    :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would. ``blockers``: reasons found
-    earlier that fail the gate whatever the reward."""
-    for run in (public, hidden):
-        m.suites[run.suite] = grade_suite(baseline, run)
-        rec.evidence[f"{run.suite}_tests"] = Evidence(
-            command=run.command, exit_code=run.exit_code, duration_s=round(run.duration_s, 3),
-            output=run.output[-4000:],
-            details={"collected": run.collected, "session_finished": run.session_finished,
-                     "timed_out": run.timed_out, "collection_errors": run.collection_errors,
-                     "ended_early": run.ended_early, "sessions": run.sessions,
-                     "tampered": run.tampered, "tripwire": run.tripwire})
-    breakdown = compute_reward(m, task.config.effective_weights())
-    rec.measurements, rec.tests = m, m.suites
-    rec.reward, rec.components = breakdown.total, breakdown.components
-    rec.weights, rec.penalties = breakdown.weights, breakdown.penalties
-    rec.diff_cost, rec.progress = breakdown.diff_cost, breakdown.progress
-    rec.component_notes = breakdown.notes
-    for comp, note in m.notes.items():  # what the deadline kept from running: its 0.0 or
-        if note.startswith((NOT_RUN_NOTE, INSTALL_FAILED)):  # its failed tests say why
-            rec.component_notes[comp] = note
-    rec.flags.tests_tampered = bool(public.tampered or hidden.tampered)
-    # Detected tampering: out of the group's baseline, its own signal kept.
-    rec.flags.exclude_from_advantage |= rec.flags.tests_tampered
-    blockers = list(blockers)
-    trips = [f"{r.suite}: {r.tripwire}" for r in (public, hidden) if r.tripwire]
-    if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
-        rec.flags.tripwire, rec.reason = True, "tripwire"
-        rec.flags.exclude_from_advantage = True
-        rec.reward = INTEGRITY_VIOLATION_REWARD
-        blockers.append("tripwire: " + "; ".join(trips))
-    rec.verdict = gate_verdict(rec.reward, breakdown.components, blockers)
-
-
-def phase_timer(rec: RewardRecord):
-    """``with timer("phase"):`` records the phase's wall time in ``rec.timing`` (seconds)."""
+    env: EnvInfo
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+    integrity: Integrity = field(default_factory=Integrity)
+    apply_strategy: str | None = None
+    suppressions_added: bool = False
+    secret_in_patch: bool = False
+    degraded: bool = False
+    forged_verdicts: bool = False
+    install_failed: bool = False
 
     @contextmanager
-    def timer(phase: str):
+    def timer(self, phase: str) -> Iterator[None]:
+        """``with trace.timer("phase"):`` records the block's wall seconds as
+        ``timing["<phase>_s"]`` (rounded to ms), also when it raises."""
         start = time.monotonic()
         try:
             yield
         finally:
-            rec.timing[f"{phase}_s"] = round(time.monotonic() - start, 3)
+            self.timing[f"{phase}_s"] = round(time.monotonic() - start, 3)
 
-    return timer
+
+@dataclass(frozen=True)
+class Ending:
+    """How a record ends: its status, reward (None for an error) and reason, the reward's
+    breakdown (components 0..1 or None, their notes, the weights, penalties, diff cost,
+    progress), the graded tests and measurements, the flags the ending raises, the
+    integrity verdict (the trace's, with what later phases found), the gate verdict and,
+    for an error, why."""
+
+    status: str
+    reward: float | None
+    reason: str | None = None
+    components: dict[str, float | None] = field(default_factory=dict)
+    component_notes: dict[str, str] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    penalties: dict[str, float] = field(default_factory=dict)
+    diff_cost: float = 0.0
+    progress: float | None = None
+    tests: dict[str, SuiteTests] = field(default_factory=dict)
+    measurements: Measurements | None = None
+    integrity: Integrity | None = None
+    tests_tampered: bool = False
+    tripwire: bool = False
+    exclude_from_advantage: bool = False
+    verdict: Verdict | None = None
+    error: ErrorInfo | None = None
+
+
+def errored(kind: str, message: str, retryable: bool) -> Ending:
+    """Status ``error``, no reward: never scored as the agent's failure or success; out of
+    the group's advantage."""
+    return Ending(status="error", reward=None, exclude_from_advantage=True,
+                  error=ErrorInfo(kind=kind, message=message, retryable=retryable))
+
+
+def _unmeasured(reward: float, reason: str, why: str, task: Task) -> dict:
+    """The fields of a reward decided before anything was measured: every component null,
+    with why."""
+    return {"status": "scored", "reward": reward, "reason": reason,
+            "components": {name: None for name in COMPONENTS},
+            "component_notes": {name: why for name in COMPONENTS},
+            "weights": task.config.effective_weights().as_dict()}
+
+
+def violated(integrity: Integrity, reasons: list[str], task: Task,
+             blockers: list[str] = ()) -> Ending:
+    """Integrity violation (reward -1.0, out of the advantage). ``integrity``: the
+    integrity phase's verdict; ``reasons`` found after it (post-apply tree check,
+    shadowing, suspicious code, the install's build code) are added to it, with the paths
+    they name. ``blockers``: the gate's other hard blockers."""
+    merged = Integrity(violated=True, reasons=[*integrity.reasons, *reasons],
+                       paths=sorted(set(integrity.paths)
+                                    | {r.split(":", 1)[0] for r in reasons}))
+    return Ending(**_unmeasured(INTEGRITY_VIOLATION_REWARD, "integrity_violation",
+                                "not measured: integrity violation", task),
+                  integrity=merged, exclude_from_advantage=True,
+                  verdict=gate_verdict(INTEGRITY_VIOLATION_REWARD, {},
+                                       ["integrity violation", *blockers]))
+
+
+def honest_failure(reason: str, message: str, task: Task, blockers: list[str] = ()) -> Ending:
+    """The patch failed without cheating before anything could be measured (``reason``:
+    e.g. ``did_not_apply``, ``patch_unparseable``): reward :data:`HONEST_FAILURE_REWARD`,
+    every component null, ``message`` in ``component_notes["reason"]``; ``blockers`` go
+    into the gate verdict."""
+    fields = _unmeasured(HONEST_FAILURE_REWARD, reason, f"not measured: {reason}", task)
+    fields["component_notes"]["reason"] = message
+    return Ending(**fields, verdict=gate_verdict(HONEST_FAILURE_REWARD, {}, list(blockers)))
+
+
+def suite_evidence(run: SuiteRun) -> Evidence:
+    """What one suite run was, for the record: command, exit code, seconds, the output's
+    tail (4000 characters) and how it ended."""
+    return Evidence(
+        command=run.command, exit_code=run.exit_code, duration_s=round(run.duration_s, 3),
+        output=run.output[-4000:],
+        details={"collected": run.collected, "session_finished": run.session_finished,
+                 "timed_out": run.timed_out, "collection_errors": run.collection_errors,
+                 "ended_early": run.ended_early, "sessions": run.sessions,
+                 "tampered": run.tampered, "tripwire": run.tripwire})
+
+
+def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],  # noqa: PLR0913
+           task: Task, blockers: list[str], *, install_failed: bool = False,
+           tamper_detected: bool = False) -> Ending:
+    """The ending of a measured patch: each suite of ``runs`` (public, hidden) graded
+    against ``baseline`` into ``m.suites``, the reward and its components under the task's
+    weights, the ``tests_tampered`` flag and the gate verdict. A tripwire in either suite
+    overrides the reward with :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would.
+    ``blockers``: reasons found earlier that fail the gate whatever the reward;
+    ``install_failed``: the reason when nothing overrides it; ``tamper_detected``: the
+    tamper checks' suspicions, which take the record out of the advantage."""
+    for run in runs:
+        m.suites[run.suite] = grade_suite(baseline, run)
+    breakdown = compute_reward(m, task.config.effective_weights())
+    notes = dict(breakdown.notes)
+    for comp, note in m.notes.items():  # what the deadline kept from running: its 0.0 or
+        if note.startswith((NOT_RUN_NOTE, INSTALL_FAILED)):  # its failed tests say why
+            notes[comp] = note
+    tampered = any(run.tampered for run in runs)
+    trips = [f"{run.suite}: {run.tripwire}" for run in runs if run.tripwire]
+    reward, reason = breakdown.total, INSTALL_FAILED if install_failed else None
+    blockers = list(blockers)
+    if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
+        reward, reason = INTEGRITY_VIOLATION_REWARD, "tripwire"
+        blockers.append("tripwire: " + "; ".join(trips))
+    return Ending(
+        status="scored", reward=reward, reason=reason, components=breakdown.components,
+        component_notes=notes, weights=breakdown.weights, penalties=breakdown.penalties,
+        diff_cost=breakdown.diff_cost, progress=breakdown.progress, tests=m.suites,
+        measurements=m, tests_tampered=tampered, tripwire=bool(trips),
+        # detected tampering: out of the group's baseline, its own signal kept
+        exclude_from_advantage=tampered or bool(trips) or tamper_detected,
+        verdict=gate_verdict(reward, breakdown.components, blockers))
+
+
+def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,  # noqa: PLR0913
+             group_id: str | None, sample_index: int | None) -> RewardRecord:
+    """The record, built once: the rollout's identity, what the trace kept and how it
+    ended."""
+    flags = Flags(
+        tests_tampered=ending.tests_tampered, tripwire=ending.tripwire,
+        exclude_from_advantage=(ending.exclude_from_advantage or trace.forged_verdicts),
+        suppressions_added=trace.suppressions_added, secret_in_patch=trace.secret_in_patch,
+        degraded=trace.degraded)
+    return RewardRecord(
+        task_id=task_id, rollout_id=rollout_id, group_id=group_id, sample_index=sample_index,
+        status=ending.status, reward=ending.reward, reason=ending.reason,
+        components=ending.components, component_notes=ending.component_notes,
+        weights=ending.weights, penalties=ending.penalties, diff_cost=ending.diff_cost,
+        progress=ending.progress, integrity=ending.integrity or trace.integrity, flags=flags,
+        tests=ending.tests, evidence=trace.evidence, apply_strategy=trace.apply_strategy,
+        verdict=ending.verdict, error=ending.error, timing=trace.timing, env=trace.env,
+        measurements=ending.measurements)

@@ -17,8 +17,12 @@
                    run), performance (task benchmark)
     5. reward      pure function of the measurements
 
-Agent mistakes are outcomes (``reason`` in the record); harness failures are exceptions,
-caught once here and returned as ``status="error"`` with ``reward=None``.
+Each phase returns what the next needs, or the record's ending (an honest failure, a
+violation: :mod:`~proctor.harness.pipeline.outcomes`), and reports its evidence and times in
+a :class:`~proctor.harness.pipeline.outcomes.Trace`; the record is assembled once, at the
+end, from the trace and the ending. Agent mistakes are endings (``reason`` in the record);
+harness failures are exceptions, caught once here and ended as ``status="error"`` with
+``reward=None``.
 
 Every step after the task's preparation runs under the per-patch deadline
 (:class:`~proctor.harness.pipeline.deadline.Deadline`: each step's timeout capped by what is left;
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -65,11 +68,14 @@ from proctor.harness.pipeline.measure import (
     suite_within,
 )
 from proctor.harness.pipeline.outcomes import (
-    grade,
+    Ending,
+    Trace,
+    assemble,
+    errored,
+    graded,
     honest_failure,
-    mark_error,
-    phase_timer,
-    violation,
+    suite_evidence,
+    violated,
 )
 from proctor.harness.pipeline.sandboxes import Env, SandboxPair
 from proctor.harness.pipeline.suites_in_sandbox import (
@@ -155,35 +161,35 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     data = patch.encode("utf-8") if isinstance(patch, str) else bytes(patch)
     screened = screen_patch(data)
     task_id = task.id if isinstance(task, Task) else Path(task).name
-    rec = RewardRecord(
-        task_id=task_id, rollout_id=rollout_id or uuid.uuid4().hex, group_id=group_id,
-        sample_index=sample_index, status="scored", reward=None,
-        env=EnvInfo(proctor_version=__version__, patch_sha256=screened.sha256),
-    )
+    rollout_id = rollout_id or uuid.uuid4().hex
+    trace = Trace(env=EnvInfo(proctor_version=__version__, patch_sha256=screened.sha256))
     try:
         task = task if isinstance(task, Task) else load_task(task)
-        rec.task_id, rec.env.task_fingerprint = task.id, task.fingerprint
-        _run_pipeline(rec, task, screened, data,
-                      _Choice(image, limits or task.config.limits.to_limits(), sandbox, overlap))
+        task_id, trace.env.task_fingerprint = task.id, task.fingerprint
+        ending = _run_pipeline(
+            _Run(trace, task, screened, data, rollout_id,
+                 Deadline(task.config.timeouts.per_patch)),
+            _Choice(image, limits or task.config.limits.to_limits(), sandbox, overlap))
     except ProctorError as exc:
-        mark_error(rec, exc.kind, str(exc), exc.retryable)
+        ending = errored(exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
-        mark_error(rec, "internal_error", f"{type(exc).__name__}: {exc}", False)
-    rec.timing["total_s"] = round(time.monotonic() - started, 3)
-    return rec
+        ending = errored("internal_error", f"{type(exc).__name__}: {exc}", False)
+    trace.timing["total_s"] = round(time.monotonic() - started, 3)
+    return assemble(trace, ending, task_id=task_id, rollout_id=rollout_id,
+                    group_id=group_id, sample_index=sample_index)
 
 
 @dataclass(frozen=True)
 class _Run:
-    """What every phase of one score reads: the record it fills, the task, the patch (as
-    screened and as bytes), the per-patch deadline and the phase timer."""
+    """What every phase of one score reads: the trace it reports to, the task, the patch
+    (as screened and as bytes), the rollout id and the per-patch deadline."""
 
-    rec: RewardRecord
+    trace: Trace
     task: Task
     screened: ScreenedPatch
     data: bytes
+    rollout_id: str
     deadline: Deadline
-    timer: Callable
 
 
 @dataclass(frozen=True)
@@ -215,59 +221,59 @@ class _Choice:
     overlap: bool
 
 
-def _run_pipeline(rec: RewardRecord, task: Task, screened: ScreenedPatch, data: bytes,
-                  choice: _Choice) -> None:
-    """The five phases in order (design.md section 2); each returns what the next needs, or
-    None once the record has its ending (honest failure, violation)."""
-    deadline = Deadline(task.config.timeouts.per_patch)
-    run = _Run(rec, task, screened, data, deadline, phase_timer(rec))
+def _run_pipeline(run: _Run, choice: _Choice) -> Ending:
+    """The five phases in order (design.md section 2); each returns what the next needs,
+    or the record's :class:`Ending` once it has one (honest failure, violation)."""
+    trace, task, screened, deadline = run.trace, run.task, run.screened, run.deadline
     try:
         if screened.reason:  # empty, too large, not UTF-8: nothing to read
-            return honest_failure(rec, screened.reason, screened.message, task)
+            return honest_failure(screened.reason, screened.message, task)
         checked = _integrity(run)  # 1. before anything is copied or started
-        if checked is None:
-            return None
+        if isinstance(checked, Ending):
+            return checked
         # Steps 2 to 5 hold a sandbox slot (the process's and machine's cap on live
         # sandboxes); the wait for it is not counted against the deadline.
         waiting = time.monotonic()
         with slots.acquire():
             waited = time.monotonic() - waiting
-            rec.timing["slot_wait_s"] = round(waited, 3)
+            trace.timing["slot_wait_s"] = round(waited, 3)
             deadline.exclude(waited)
             return _sandboxed(run, checked, choice)
     finally:
         patch_s, harness_s = deadline.shares()
-        rec.timing["patch_code_s"] = round(patch_s, 3)
-        rec.timing["harness_ops_s"] = round(harness_s, 3)
+        trace.timing["patch_code_s"] = round(patch_s, 3)
+        trace.timing["harness_ops_s"] = round(harness_s, 3)
 
 
-def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> None:
+def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> Ending:
     """Phases 2 to 5, under the sandbox slot the caller holds."""
-    rec, task = run.rec, run.task
+    trace, task = run.trace, run.task
     env = _baseline(run, checked, choice)  # 2.
-    if env is None:
-        return None
-    with SandboxPair(task, env, run.data, rec.rollout_id, run.deadline, choice.overlap) as pair:
+    if isinstance(env, Ending):
+        return env
+    with SandboxPair(task, env, run.data, run.rollout_id, run.deadline, choice.overlap) as pair:
         judged = _sandbox(run, pair, checked)  # 3.
-        if judged is None:
-            return None
+        if isinstance(judged, Ending):
+            return judged
         m, public, hidden = _measure(run, pair, checked, env, judged)  # 4.
-    changed = sorted({p for key in ("install", "install_hidden") if key in rec.evidence
-                      for p in rec.evidence[key].details.get("repo_changes", [])})
+    changed = sorted({p for key in ("install", "install_hidden") if key in trace.evidence
+                      for p in trace.evidence[key].details.get("repo_changes", [])})
     if changed:  # the build code changed what the tamper checks had judged
-        return violation(rec, [f"{p}: changed in the repository by the install's build code"
-                               for p in changed[:20]], task, checked.blockers)
-    grade(rec, m, env.baseline, public, hidden, task, checked.blockers)  # 5.
-    rec.flags.exclude_from_advantage |= judged.tamper.detected
-    return None
+        return violated(trace.integrity,
+                        [f"{p}: changed in the repository by the install's build code"
+                         for p in changed[:20]], task, checked.blockers)
+    for suite_run in (public, hidden):
+        trace.evidence[f"{suite_run.suite}_tests"] = suite_evidence(suite_run)
+    return graded(m, env.baseline, (public, hidden), task, checked.blockers,  # 5.
+                  install_failed=trace.install_failed, tamper_detected=judged.tamper.detected)
 
 
-def _integrity(run: _Run) -> _Checked | None:
+def _integrity(run: _Run) -> _Checked | Ending:
     """Phase 1: the diff headers against the forbidden rules, cross-checked with git's
-    reading, and the host's scans of the added lines. None once the record has its ending
+    reading, and the host's scans of the added lines. The ending once the record has one
     (unparseable patch, violation)."""
-    rec, task, screened = run.rec, run.task, run.screened
-    with run.timer("integrity"):
+    trace, task, screened = run.trace, run.task, run.screened
+    with trace.timer("integrity"):
         rules = ForbiddenRules.for_task(
             task.config.forbidden, task.hidden_only_files,
             existing_top_level=[p.name for p in task.repo.iterdir()])
@@ -281,73 +287,68 @@ def _integrity(run: _Run) -> _Checked | None:
                                                    lambda p: pristine_text(task.repo, p),
                                                    recount=True)
         except PatchUnparseable as exc:
-            honest_failure(rec, "patch_unparseable", str(exc), task)
-            return None
-    rec.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
-                              paths=list(verdict.paths))
-    with run.timer("added_lines_scan"):
-        blockers = _scan_added_lines(rec, screened.text)
+            return honest_failure("patch_unparseable", str(exc), task)
+    trace.integrity = Integrity(violated=verdict.violated, reasons=list(verdict.reasons),
+                                paths=list(verdict.paths))
+    with trace.timer("added_lines_scan"):
+        blockers = _scan_added_lines(trace, screened.text)
     if verdict.violated:
-        violation(rec, [], task, blockers)
-        return None
+        return violated(trace.integrity, [], task, blockers)
     return _Checked(summary, blockers)
 
 
-def _baseline(run: _Run, checked: _Checked, choice: _Choice) -> Env | None:
+def _baseline(run: _Run, checked: _Checked, choice: _Choice) -> Env | Ending:
     """Phase 2: the backend and environment chosen, the task's baseline (cached per task,
     image and Proctor version; its time is the task's preparation, not the patch's), and
-    new top-level modules refused that shadow what the image has installed. None once the
-    record has its ending (a shadowing violation)."""
-    rec, task, limits = run.rec, run.task, choice.limits
-    with run.timer("baseline"):
+    new top-level modules refused that shadow what the image has installed. The ending
+    once the record has one (a shadowing violation)."""
+    trace, task, limits = run.trace, run.task, choice.limits
+    with trace.timer("baseline"):
         backend = choose_backend(choice.sandbox)
-        rec.env.sandbox = backend
+        trace.env.sandbox = backend
         check_required(backend, task.config.limits.required,
                        task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, choice.image, task.requirements)
-        rec.env.image, rec.env.image_digest = tag, image_id
+        trace.env.image, trace.env.image_digest = tag, image_id
         baseline = task_baseline(task, tag, image_id, limits, backend)
         shadowing = shadowing_reasons(
             checked.summary, image_top_level_modules(backend, tag, image_id, limits),
             [p.name for p in task.repo.iterdir()])
-    run.deadline.exclude(rec.timing["baseline_s"])  # task preparation: cached, not counted
+    run.deadline.exclude(trace.timing["baseline_s"])  # task preparation: cached, not counted
     if shadowing:  # a new top-level module named like one the image has installed
-        violation(rec, shadowing, task, checked.blockers)
-        return None
+        return violated(trace.integrity, shadowing, task, checked.blockers)
     return Env(backend, tag, image_id, baseline, limits)
 
 
-def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | None:
+def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | Ending:
     """Phase 3: the first sandbox (fresh, the repo as a single-commit git repo, ``git
     apply`` and the tree report of the patched repo in one command), the second made
     alongside it (with overlap), then the tamper checks, before any code of the patch
-    runs. None once the record has its ending (did not apply, tampering)."""
-    rec, task, summary = run.rec, run.task, checked.summary
+    runs. The ending once the record has one (did not apply, tampering)."""
+    trace, task, summary = run.trace, run.task, checked.summary
     # the tamper judges read the touched files' texts: judged now, on the texts the host
     # predicts, while the sandboxes are made; kept when the tree holds those texts
     texts_judged = pair.submit(_judge_predicted_texts, task, summary, run.screened.text)
     pair.start_second()
-    with run.timer("sandbox"):  # create + copy + apply + the tree report (one command)
+    with trace.timer("sandbox"):  # create + copy + apply + the tree report (one command)
         sb, applied = pair.open_first(wanted_texts(summary))
-    rec.apply_strategy = applied.strategy
-    rec.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
-                                     else 1, duration_s=round(applied.duration_s, 3),
-                                     output=applied.output[-4000:])
+    trace.apply_strategy = applied.strategy
+    trace.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
+                                       else 1, duration_s=round(applied.duration_s, 3),
+                                       output=applied.output[-4000:])
     if not applied.applied:
-        honest_failure(rec, "did_not_apply", applied.output[-500:], task, checked.blockers)
-        return None
-    with run.timer("tamper"):  # tree check + detections, before any code of the patch runs
+        return honest_failure("did_not_apply", applied.output[-500:], task, checked.blockers)
+    with trace.timer("tamper"):  # tree check + detections, before any code of the patch runs
         tamper = inspect_patched_tree(
             sb, task, REPO, summary,
             harness_budget(run.deadline, "the tamper checks", STEP_TIMEOUT_S),
             applied.tree_report, applied.tree_report_cut, texts_judged.result())
-    rec.evidence["tamper"] = Evidence(
+    trace.evidence["tamper"] = Evidence(
         command="tree_report.py (in the apply command); tamper judges",
-        duration_s=round(applied.tree_report_s + rec.timing["tamper_s"], 3),
+        duration_s=round(applied.tree_report_s + trace.timing["tamper_s"], 3),
         details={"violations": tamper.violations, "findings": tamper.findings})
     if tamper.violations:
-        violation(rec, tamper.violations, task, checked.blockers)
-        return None
+        return violated(trace.integrity, tamper.violations, task, checked.blockers)
     return _Judged(sb, applied, tamper)
 
 
@@ -359,11 +360,11 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     analysis (files only) and the restore of the pristine public tests (one command), then
     the public suite. Without overlap: the first sandbox's steps, then the second's.
     Returns the measurements and the public and hidden runs."""
-    rec, task, screened, summary = run.rec, run.task, run.screened, checked.summary
+    trace, task, screened, summary = run.trace, run.task, run.screened, checked.summary
     public_run: Future = Future()
     m = Measurements(diff_lines=code_lines_changed(screened.text),
                      penalty_indicators=dict(judged.tamper.indicators))
-    hidden_steps = partial(second_sandbox_steps, rec, m, task, run.data, judged.applied,
+    hidden_steps = partial(second_sandbox_steps, trace, m, task, run.data, judged.applied,
                            summary, env.baseline, env.limits, run.deadline,
                            suite_rng(screened.sha256, task.fingerprint, "hidden"))
     if pair.overlap:
@@ -388,18 +389,18 @@ def _public_steps(run: _Run, sb: Sandbox, m: Measurements, summary: PatchSummary
     """The first sandbox's measure steps: the file checks (and the restore of the pristine
     public tests), with ``install = true`` the install and then the restore, then the
     public suite."""
-    rec, task, deadline = run.rec, run.task, run.deadline
+    trace, task, deadline = run.trace, run.task, run.deadline
     install = task.config.install
-    restored = files_steps(rec, m, sb, task, summary, deadline, restore=not install)
+    restored = files_steps(trace, m, sb, task, summary, deadline, restore=not install)
     failed = None
     if install and restored:  # the patch's build code, then the pristine tests back
-        with run.timer("install"):
-            failed = install_step(rec, sb, deadline, "install")
+        with trace.timer("install"):
+            failed = install_step(trace, sb, deadline, "install")
         if failed is None and not deadline.can_start():  # the build used the time
             failed = deadline.ran_out("the public tests")
         elif failed is None:
             restore_public_tests(sb, task, deadline.budget(RESTORE_TIMEOUT_S))
-    with run.timer("public_tests"):
+    with trace.timer("public_tests"):
         if failed is not None:  # not run: every public test failed
             m.notes["public_tests"] = failed
             return not_installed_suite("public", failed)
@@ -453,19 +454,19 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     return paths
 
 
-def _scan_added_lines(rec: RewardRecord, text: str) -> list[str]:
+def _scan_added_lines(trace: Trace, text: str) -> list[str]:
     """Host-side scans of the added lines (no copy, nothing run): suppressions (a flag) and
     secrets (a flag and a hard blocker of the gate). Returns the gate blockers."""
     lines = added_lines(text)
     suppressions, secrets = find_suppressions(lines), find_secrets(lines)
-    rec.flags.suppressions_added = bool(suppressions)
-    rec.flags.secret_in_patch = bool(secrets)
+    trace.suppressions_added = bool(suppressions)
+    trace.secret_in_patch = bool(secrets)
     if suppressions:
-        rec.evidence["suppressions"] = Evidence(
+        trace.evidence["suppressions"] = Evidence(
             command="scan of added lines", details={"suppressions": suppressions})
     if not secrets:
         return []
-    rec.evidence["secrets"] = Evidence(command="detect-secrets + keyword rule on added lines",
+    trace.evidence["secrets"] = Evidence(command="detect-secrets + keyword rule on added lines",
                                        details={"secrets": secrets})
     where = ", ".join(f"{s['path']}:{s['line']} ({s['type']})" for s in secrets[:3])
     return [f"secret in added lines: {where}"]
