@@ -236,8 +236,9 @@ def _mutation_step(monkeypatch, clock, deadline, result, seconds):
     hidden = SuiteRun(suite="hidden", outcomes={}, command="", exit_code=1, duration_s=0,
                       output="", stray_processes=0)
     baseline = SimpleNamespace(reach=None, suites={})  # no reach maps, nothing quarantined
-    measure.measure_mutation(trace, m, None, _fake_task(), b"", None, None, baseline,
-                               Limits(), deadline, None, hidden)
+    ctx = measure.Measuring(trace, m, _fake_task(), b"", None, None, baseline, Limits(),
+                            deadline)
+    measure.measure_mutation(ctx, None, None, hidden)
     return m, trace, (called[0] if called else None)
 
 
@@ -360,7 +361,8 @@ def test_benchmark_step_under_the_deadline(monkeypatch, clock, per_patch, ran_ou
     with d.patch_code():
         clock.tick(25)
     m, trace = Measurements(), _trace()
-    measure.measure_performance(trace, m, None, _fake_task(cfg), d)
+    measure.measure_performance(
+        measure.Measuring(trace, m, _fake_task(cfg), b"", None, None, None, None, d), None)
     assert given == [pytest.approx(min(30, per_patch - 25))]
     if expect_note:
         assert m.performance == 0.0 and m.notes["performance"].startswith(NOT_RUN_NOTE)

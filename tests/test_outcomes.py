@@ -9,6 +9,7 @@ import pytest
 
 from proctor.harness.pipeline.outcomes import (
     HONEST_FAILURE_REWARD,
+    Found,
     Trace,
     assemble,
     errored,
@@ -69,14 +70,14 @@ def test_an_error_has_no_reward_and_leaves_the_advantage():
 
 def test_graded_fixes_count_and_a_tripwire_overrides_the_reward():
     m = Measurements(compiled=1.0, static_analysis=1.0, mutation_score=1.0)
-    end = graded(m, BASELINE, (_run("public", True), _run("hidden", True)), TASK, [])
+    end = graded(m, BASELINE, (_run("public", True), _run("hidden", True)), TASK)
     assert end.status == "scored" and end.reason is None
     assert end.reward == pytest.approx(1.0) and not end.exclude_from_advantage
     assert end.tests["hidden"].f2p_passed == 1
 
     m = Measurements(compiled=1.0, static_analysis=1.0, mutation_score=1.0)
     end = graded(m, BASELINE, (_run("public", True), _run("hidden", True, tripwire="t")),
-                 TASK, [])
+                 TASK)
     assert end.reward == INTEGRITY_VIOLATION_REWARD and end.reason == "tripwire"
     assert end.tripwire and end.exclude_from_advantage
     assert "tripwire: hidden: t" in end.verdict.blockers
@@ -84,8 +85,8 @@ def test_graded_fixes_count_and_a_tripwire_overrides_the_reward():
 
 def test_graded_keeps_the_install_failure_as_reason_and_the_tamper_suspicion_as_exclusion():
     m = Measurements(compiled=1.0, static_analysis=1.0)
-    end = graded(m, BASELINE, (_run("public", False), _run("hidden", False)), TASK, [],
-                 install_failed=True, tamper_detected=True)
+    end = graded(m, BASELINE, (_run("public", False), _run("hidden", False)), TASK,
+                 Found(install_failed=True, tamper_detected=True))
     assert end.reason == "install_failed" and end.exclude_from_advantage
     assert not end.tests_tampered and not end.tripwire
 

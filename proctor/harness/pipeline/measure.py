@@ -9,6 +9,7 @@ deadline keeps from running is the patch's failure or the harness's, by who used
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.harness.pipeline.deadline import (
@@ -66,6 +67,23 @@ class NoTime(InfraError):
         self.note = note
 
 
+@dataclass(frozen=True)
+class Measuring:
+    """What every measure step reads and fills: the trace it reports to, the measurements
+    it fills, the task, the patch (its bytes, its summary and the apply strategy that
+    applied it), the task's baseline, the sandbox limits and the per-patch deadline."""
+
+    trace: Trace
+    m: Measurements
+    task: Task
+    data: bytes
+    summary: PatchSummary
+    strategy: str | None
+    baseline: Baseline
+    limits: Limits
+    deadline: Deadline
+
+
 def harness_budget(deadline: Deadline, step: str, own: float) -> float:
     """Timeout of a harness operation that cannot be left out (sandbox creation, tamper
     checks): ``min(own, what is left)``.
@@ -79,8 +97,7 @@ def harness_budget(deadline: Deadline, step: str, own: float) -> float:
     return deadline.budget(own)
 
 
-def files_steps(trace: Trace, m: Measurements, sb, task: Task, summary: PatchSummary,  # noqa: PLR0913
-                 deadline: Deadline, *, restore: bool = True) -> bool:
+def files_steps(ctx: Measuring, sb, *, restore: bool = True) -> bool:
     """``compiled`` and ``static_analysis`` (they read files only, before any code of the
     patch runs; static from a snapshot of the changed files), then (``restore``) the
     pristine public tests put back for the public run: one sandbox command, each part with
@@ -88,6 +105,8 @@ def files_steps(trace: Trace, m: Measurements, sb, task: Task, summary: PatchSum
     :func:`~proctor.harness.pipeline.deadline.file_check_budgets`) and evidence
     (:mod:`proctor.suites.file_checks`). Returns whether the command ran (False only when
     the deadline kept it from running: then the public suite cannot run either)."""
+    trace, m, task, deadline = ctx.trace, ctx.m, ctx.task, ctx.deadline
+    summary = ctx.summary
     py_paths = changed_python_files(summary)
     if not py_paths:
         m.notes["compiled"] = m.notes["static_analysis"] = "no .py file changed"
@@ -204,14 +223,15 @@ def suite_within(m: Measurements, deadline: Deadline, suite: str, per_suite: flo
     return result
 
 
-def second_sandbox_steps(trace: Trace, m: Measurements, task: Task, data: bytes,  # noqa: PLR0913
-                          applied, summary: PatchSummary, baseline: Baseline, limits: Limits,
-                          deadline: Deadline, rng, second: Future, taken: list,
-                          public_run: Future) -> SuiteRun:
+def second_sandbox_steps(ctx: Measuring, rng, second: Future, taken: list,
+                         public_run: Future) -> SuiteRun:
     """In the second sandbox (same patch, fresh container): the hidden suite, mutation
     (killers: the trusted tests that passed, public ones from ``public_run``, which it
     waits for only once its mutants are generated), the benchmark. Returns the hidden run;
-    fills ``m`` and ``trace``. Closes the sandbox."""
+    fills ``ctx.m`` and ``ctx.trace``. Closes the sandbox. ``rng``: the hidden suite's
+    order; ``second``: the future of (sandbox, how the patch applied there); ``taken``:
+    where it puts the sandbox once it holds it."""
+    trace, m, task, baseline, deadline = ctx.trace, ctx.m, ctx.task, ctx.baseline, ctx.deadline
     timer = trace.timer
     timeouts = task.config.timeouts
     with timer("sandbox_hidden"):
@@ -229,8 +249,8 @@ def second_sandbox_steps(trace: Trace, m: Measurements, task: Task, data: bytes,
             return hidden
         taken.append(sb)
         with sb:
-            if again.strategy != applied.strategy:
-                raise InfraError(f"the patch applied with {applied.strategy} in the first "
+            if again.strategy != ctx.strategy:
+                raise InfraError(f"the patch applied with {ctx.strategy} in the first "
                                  f"sandbox but {again.strategy} in the second: "
                                  f"{again.output[-500:]}")
             failed = None
@@ -250,14 +270,13 @@ def second_sandbox_steps(trace: Trace, m: Measurements, task: Task, data: bytes,
             with timer("hidden_tests"):
                 hidden = suite_within(
                     m, deadline, "hidden", timeouts.per_suite,
-                    lambda t: run_hidden(sb, task, t, list(summary.files),
+                    lambda t: run_hidden(sb, task, t, list(ctx.summary.files),
                                          fresh=not task.config.install, rng=rng))
             with timer("mutation_score"):
                 if not skip_mutation(m, baseline, public_run, hidden):
-                    measure_mutation(trace, m, sb, task, data, applied.strategy, summary,
-                                      baseline, limits, deadline, public_run, hidden)
+                    measure_mutation(ctx, sb, public_run, hidden)
             with timer("performance"):
-                measure_performance(trace, m, sb, task, deadline)
+                measure_performance(ctx, sb)
     return hidden
 
 
@@ -280,15 +299,13 @@ def no_progress_yet(baseline: Baseline, hidden: SuiteRun) -> bool:
     return grade_suite(baseline, hidden).f2p_passed == 0
 
 
-def measure_mutation(trace: Trace, m: Measurements, sb, task: Task, data: bytes,  # noqa: PLR0913
-                      strategy: str | None, summary: PatchSummary, baseline: Baseline,
-                      limits: Limits, deadline: Deadline, public_run: Future,
-                      hidden: SuiteRun) -> None:
+def measure_mutation(ctx: Measuring, sb, public_run: Future, hidden: SuiteRun) -> None:
     """The mutation step under the deadline: its own timeout and its wait for the public
     suite's killers both capped by what is left (:func:`mutation_budgets`). Not started
     with too little time left, or cut short by the deadline (it ran out of a time the
     deadline shortened): 0.0 with the deadline's note, or InfraError when the harness used
     the time (:meth:`Deadline.ran_out`)."""
+    trace, m, task, baseline, deadline = ctx.trace, ctx.m, ctx.task, ctx.baseline, ctx.deadline
     cfg, per_suite = task.config.mutation, task.config.timeouts.per_suite
     if not deadline.can_start():
         m.mutation_score, m.notes["mutation_score"] = 0.0, deadline.ran_out("the mutation step")
@@ -299,9 +316,9 @@ def measure_mutation(trace: Trace, m: Measurements, sb, task: Task, data: bytes,
             kill_user_processes(sb)
         timeout, wait = mutation_budgets(deadline.left(), cfg.timeout_s, per_suite)
         mut = run_mutation(
-            sb, task, data, strategy, summary,
+            sb, task, ctx.data, ctx.strategy, ctx.summary,
             lambda: trusted_killers(baseline, [public_run.result(), hidden]),
-            workers=max(1, int(limits.cpus)), cpus=limits.cpus, timeout=timeout,
+            workers=max(1, int(ctx.limits.cpus)), cpus=ctx.limits.cpus, timeout=timeout,
             killers_wait_s=wait, reach=baseline.reach,
             never_kill=sorted({t for s in baseline.suites.values() for t in s.quarantined}))
     m.mutation_score, trace.evidence["mutation"] = mut.score, mut.evidence
@@ -318,12 +335,12 @@ def measure_mutation(trace: Trace, m: Measurements, sb, task: Task, data: bytes,
         trace.forged_verdicts = True
 
 
-def measure_performance(trace: Trace, m: Measurements, sb, task: Task,
-                         deadline: Deadline) -> None:
+def measure_performance(ctx: Measuring, sb) -> None:
     """The ``performance`` component: the task's benchmark, or null when it declares none.
     Its runs together get ``repeat x timeout_s`` capped by what is left; kept from running
     or cut short by the deadline: 0.0 with the deadline's note (or InfraError: see
     :meth:`Deadline.ran_out`)."""
+    trace, m, task, deadline = ctx.trace, ctx.m, ctx.task, ctx.deadline
     cfg = task.config.benchmark
     if cfg is None:
         m.notes["performance"] = "the task declares no benchmark"

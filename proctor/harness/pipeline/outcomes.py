@@ -151,16 +151,25 @@ def suite_evidence(run: SuiteRun) -> Evidence:
                  "tampered": run.tampered, "tripwire": run.tripwire})
 
 
-def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],  # noqa: PLR0913
-           task: Task, blockers: list[str], *, install_failed: bool = False,
-           tamper_detected: bool = False) -> Ending:
+@dataclass(frozen=True)
+class Found:
+    """What the phases before a measured patch's ending found that it weighs: the gate's
+    hard blockers (secrets in the added lines), whether the patched project failed to
+    install (the record's reason when nothing overrides it) and whether the tamper checks
+    suspected tampering (the record leaves the group's advantage)."""
+
+    blockers: tuple[str, ...] = ()
+    install_failed: bool = False
+    tamper_detected: bool = False
+
+
+def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
+           task: Task, found: Found = Found()) -> Ending:
     """The ending of a measured patch: each suite of ``runs`` (public, hidden) graded
     against ``baseline`` into ``m.suites``, the reward and its components under the task's
-    weights, the ``tests_tampered`` flag and the gate verdict. A tripwire in either suite
-    overrides the reward with :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would.
-    ``blockers``: reasons found earlier that fail the gate whatever the reward;
-    ``install_failed``: the reason when nothing overrides it; ``tamper_detected``: the
-    tamper checks' suspicions, which take the record out of the advantage."""
+    weights, the ``tests_tampered`` flag and the gate verdict, weighing what earlier phases
+    ``found``. A tripwire in either suite overrides the reward with
+    :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would."""
     for run in runs:
         m.suites[run.suite] = grade_suite(baseline, run)
     breakdown = compute_reward(m, task.config.effective_weights())
@@ -170,8 +179,8 @@ def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
             notes[comp] = note
     tampered = any(run.tampered for run in runs)
     trips = [f"{run.suite}: {run.tripwire}" for run in runs if run.tripwire]
-    reward, reason = breakdown.total, INSTALL_FAILED if install_failed else None
-    blockers = list(blockers)
+    reward, reason = breakdown.total, INSTALL_FAILED if found.install_failed else None
+    blockers = list(found.blockers)
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
         reward, reason = INTEGRITY_VIOLATION_REWARD, "tripwire"
         blockers.append("tripwire: " + "; ".join(trips))
@@ -181,11 +190,11 @@ def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
         diff_cost=breakdown.diff_cost, progress=breakdown.progress, tests=m.suites,
         measurements=m, tests_tampered=tampered, tripwire=bool(trips),
         # detected tampering: out of the group's baseline, its own signal kept
-        exclude_from_advantage=tampered or bool(trips) or tamper_detected,
+        exclude_from_advantage=tampered or bool(trips) or found.tamper_detected,
         verdict=gate_verdict(reward, breakdown.components, blockers))
 
 
-def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,  # noqa: PLR0913
+def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,
              group_id: str | None, sample_index: int | None) -> RewardRecord:
     """The record, built once: the rollout's identity, what the trace kept and how it
     ended."""

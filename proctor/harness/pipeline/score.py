@@ -59,6 +59,7 @@ from proctor.harness.pipeline.deadline import (
 from proctor.harness.pipeline.measure import (
     RESTORE_TIMEOUT_S,
     STEP_TIMEOUT_S,
+    Measuring,
     close_now,
     files_steps,
     harness_budget,
@@ -69,6 +70,7 @@ from proctor.harness.pipeline.measure import (
 )
 from proctor.harness.pipeline.outcomes import (
     Ending,
+    Found,
     Trace,
     assemble,
     errored,
@@ -264,8 +266,8 @@ def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> Ending:
                          for p in changed[:20]], task, checked.blockers)
     for suite_run in (public, hidden):
         trace.evidence[f"{suite_run.suite}_tests"] = suite_evidence(suite_run)
-    return graded(m, env.baseline, (public, hidden), task, checked.blockers,  # 5.
-                  install_failed=trace.install_failed, tamper_detected=judged.tamper.detected)
+    return graded(m, env.baseline, (public, hidden), task,  # 5.
+                  Found(tuple(checked.blockers), trace.install_failed, judged.tamper.detected))
 
 
 def _integrity(run: _Run) -> _Checked | Ending:
@@ -360,17 +362,18 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     analysis (files only) and the restore of the pristine public tests (one command), then
     the public suite. Without overlap: the first sandbox's steps, then the second's.
     Returns the measurements and the public and hidden runs."""
-    trace, task, screened, summary = run.trace, run.task, run.screened, checked.summary
+    task, screened = run.task, run.screened
     public_run: Future = Future()
     m = Measurements(diff_lines=code_lines_changed(screened.text),
                      penalty_indicators=dict(judged.tamper.indicators))
-    hidden_steps = partial(second_sandbox_steps, trace, m, task, run.data, judged.applied,
-                           summary, env.baseline, env.limits, run.deadline,
+    ctx = Measuring(run.trace, m, task, run.data, checked.summary, judged.applied.strategy,
+                    env.baseline, env.limits, run.deadline)
+    hidden_steps = partial(second_sandbox_steps, ctx,
                            suite_rng(screened.sha256, task.fingerprint, "hidden"))
     if pair.overlap:
         hidden_side = pair.submit(hidden_steps, pair.second, pair.taken, public_run)
     try:
-        public = _public_steps(run, judged.sb, m, summary)
+        public = _public_steps(ctx, judged.sb, screened.sha256)
     except BaseException as exc:  # the second sandbox's mutation step waits for it
         public_run.set_exception(exc)
         if pair.overlap:  # end the second sandbox's steps now, not after its hidden run
@@ -385,13 +388,13 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     return m, public, hidden
 
 
-def _public_steps(run: _Run, sb: Sandbox, m: Measurements, summary: PatchSummary) -> SuiteRun:
+def _public_steps(ctx: Measuring, sb: Sandbox, patch_sha256: str) -> SuiteRun:
     """The first sandbox's measure steps: the file checks (and the restore of the pristine
     public tests), with ``install = true`` the install and then the restore, then the
-    public suite."""
-    trace, task, deadline = run.trace, run.task, run.deadline
+    public suite (its order seeded by the patch's and the task's digests)."""
+    trace, m, task, deadline = ctx.trace, ctx.m, ctx.task, ctx.deadline
     install = task.config.install
-    restored = files_steps(trace, m, sb, task, summary, deadline, restore=not install)
+    restored = files_steps(ctx, sb, restore=not install)
     failed = None
     if install and restored:  # the patch's build code, then the pristine tests back
         with trace.timer("install"):
@@ -404,10 +407,10 @@ def _public_steps(run: _Run, sb: Sandbox, m: Measurements, summary: PatchSummary
         if failed is not None:  # not run: every public test failed
             m.notes["public_tests"] = failed
             return not_installed_suite("public", failed)
-        rng = suite_rng(run.screened.sha256, task.fingerprint, "public")
+        rng = suite_rng(patch_sha256, task.fingerprint, "public")
         return suite_within(
             m, deadline, "public", task.config.timeouts.per_suite,
-            lambda t: run_public(sb, task, t, list(summary.files), restored=restored,
+            lambda t: run_public(sb, task, t, list(ctx.summary.files), restored=restored,
                                  rng=rng))
 
 
