@@ -82,3 +82,38 @@ def test_image_list_and_prune_keep_n(docker_engine):
     assert tag in removed and busy == []
     assert all(i.role != TASK_ROLE for i in list_images(docker_engine))
     assert any(i.role == "sandbox-image" for i in list_images(docker_engine))
+
+
+def test_an_environment_build_works_in_an_owned_host_dir_removed_after_a_failure(
+        monkeypatch):
+    """The build context lives in a :func:`~proctor.sandbox.ownership.host_dir` (a ``.owner``
+    file a later sweep reads after a ``kill -9``) and is gone once the build failed."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from docker.errors import ImageNotFound
+
+    from proctor.sandbox import environments
+
+    seen = []
+
+    def failing_download(argv, **kw):
+        owned = Path(argv[argv.index("-d") + 1]).parent.parent  # <host dir>/context/wheelhouse
+        seen.append((owned, json.loads((owned / ".owner").read_text())))
+        return subprocess.CompletedProcess(argv, 1, "", "no matching distribution")
+
+    def no_image(tag):
+        raise ImageNotFound(tag)
+
+    monkeypatch.setattr(environments.subprocess, "run", failing_download)
+    client = SimpleNamespace(images=SimpleNamespace(get=no_image))
+    with pytest.raises(TaskConfigError, match="cannot be resolved as wheels"):
+        environments.task_image(client, "base:tag", "sha256:base", ["nothing-such==1"])
+    [(owned, owner)] = seen
+    assert owned.name.startswith("proctor-host-env-build-")
+    assert owner["org.proctor.run"] == "host-env-build"
+    assert owner["org.proctor.owner_pid"] == str(os.getpid())
+    assert not owned.exists()

@@ -16,16 +16,14 @@ sorted requirements) and labelled ``org.proctor.role=task-env``; ``proctor image
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import InfraError, TaskConfigError
+from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.toolchain import host_pip, requirements_txt
 
 TASK_IMAGE_REPO = "proctor-task"
@@ -68,35 +66,35 @@ def task_image(client, base_tag: str, base_id: str, requirements: list[str]) -> 
         return tag, client.images.get(tag).id
     except ImageNotFound:
         pass
-    ctx = Path(tempfile.mkdtemp(prefix="proctor-build-"))
-    try:
-        (ctx / "requirements.txt").write_text("".join(f"{r}\n" for r in requirements))
-        (ctx / "constraints.txt").write_text(requirements_txt())
-        (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base_id))
-        print(f"[proctor image] building task environment {tag}", file=sys.stderr)
-        from proctor.sandbox.image import _platform_args
+    with host_dir("env-build") as owned:
+        ctx = owned / "context"
+        ctx.mkdir()
+        try:
+            (ctx / "requirements.txt").write_text("".join(f"{r}\n" for r in requirements))
+            (ctx / "constraints.txt").write_text(requirements_txt())
+            (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base_id))
+            print(f"[proctor image] building task environment {tag}", file=sys.stderr)
+            from proctor.sandbox.image import _platform_args
 
-        res = subprocess.run(
-            [*host_pip(), "download", "-q", "--disable-pip-version-check",
-             "-r", str(ctx / "requirements.txt"), "-c", str(ctx / "constraints.txt"),
-             "-d", str(ctx / "wheelhouse"), *_platform_args()],
-            capture_output=True, text=True)
-        if res.returncode != 0:
-            raise TaskConfigError(f"task requirements cannot be resolved as wheels: "
-                                  f"{res.stderr[-1500:]}")
-        (ctx / "wheelhouse").mkdir(exist_ok=True)
-        client.images.build(
-            path=str(ctx), tag=tag, rm=True, forcerm=True, network_mode="none",
-            labels={ROLE_LABEL: TASK_ROLE, "org.proctor.env": digest[:16],
-                    "org.proctor.base": base_tag,
-                    "org.proctor.requirements": ";".join(requirements)[:1000]})
-    except BuildError as exc:
-        log = "".join(chunk.get("stream", "") for chunk in exc.build_log)[-2000:]
-        raise InfraError(f"task environment build failed: {exc.msg}\n{log}") from None
-    except APIError as exc:
-        raise InfraError(f"task environment build failed: {exc}") from None
-    finally:
-        shutil.rmtree(ctx, ignore_errors=True)
+            res = subprocess.run(
+                [*host_pip(), "download", "-q", "--disable-pip-version-check",
+                 "-r", str(ctx / "requirements.txt"), "-c", str(ctx / "constraints.txt"),
+                 "-d", str(ctx / "wheelhouse"), *_platform_args()],
+                capture_output=True, text=True)
+            if res.returncode != 0:
+                raise TaskConfigError(f"task requirements cannot be resolved as wheels: "
+                                      f"{res.stderr[-1500:]}")
+            (ctx / "wheelhouse").mkdir(exist_ok=True)
+            client.images.build(
+                path=str(ctx), tag=tag, rm=True, forcerm=True, network_mode="none",
+                labels={ROLE_LABEL: TASK_ROLE, "org.proctor.env": digest[:16],
+                        "org.proctor.base": base_tag,
+                        "org.proctor.requirements": ";".join(requirements)[:1000]})
+        except BuildError as exc:
+            log = "".join(chunk.get("stream", "") for chunk in exc.build_log)[-2000:]
+            raise InfraError(f"task environment build failed: {exc.msg}\n{log}") from None
+        except APIError as exc:
+            raise InfraError(f"task environment build failed: {exc}") from None
     return tag, client.images.get(tag).id
 
 

@@ -23,14 +23,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 from importlib.resources import files
-from pathlib import Path
 
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import ImageMissing, InfraError
 from proctor.sandbox.engine import docker_client
+from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, host_pip, requirements_txt
 
 #: The sandbox image's Dockerfile, shipped inside the package (a Traversable).
@@ -85,27 +84,28 @@ def _debootstrap_base(client, tag: str) -> str:
             "no base image and no debootstrap: `apt-get install debootstrap` (root, Debian) "
             "or pass --base IMAGE with python3 and git"
         )
-    workdir = Path(tempfile.mkdtemp(prefix="proctor-debootstrap-"))
-    rootfs = workdir / "rootfs"
-    try:
-        _log(f"no registry base: building {tag} with debootstrap (about a minute)")
-        subprocess.run(
-            ["debootstrap", "--variant=minbase", "--include=" + ",".join(DEBOOTSTRAP_PACKAGES),
-             DEBOOTSTRAP_SUITE, str(rootfs), DEBOOTSTRAP_MIRROR],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            shutil.rmtree(rootfs / junk, ignore_errors=True)
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, check=True,
-                       stdout=subprocess.DEVNULL)
-        if tar.wait() != 0:
-            raise InfraError("tar of the debootstrap root failed")
-    except subprocess.CalledProcessError as exc:
-        err = (exc.stderr or b"").decode(errors="replace")[-2000:]
-        raise InfraError(f"debootstrap base build failed: {exc}\n{err}") from None
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with host_dir("debootstrap") as owned:
+        workdir = owned / "work"
+        workdir.mkdir()
+        rootfs = workdir / "rootfs"
+        try:
+            _log(f"no registry base: building {tag} with debootstrap (about a minute)")
+            subprocess.run(
+                ["debootstrap", "--variant=minbase",
+                 "--include=" + ",".join(DEBOOTSTRAP_PACKAGES),
+                 DEBOOTSTRAP_SUITE, str(rootfs), DEBOOTSTRAP_MIRROR],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )
+            for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+                shutil.rmtree(rootfs / junk, ignore_errors=True)
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+            subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, check=True,
+                           stdout=subprocess.DEVNULL)
+            if tar.wait() != 0:
+                raise InfraError("tar of the debootstrap root failed")
+        except subprocess.CalledProcessError as exc:
+            err = (exc.stderr or b"").decode(errors="replace")[-2000:]
+            raise InfraError(f"debootstrap base build failed: {exc}\n{err}") from None
     return client.images.get(tag).id
 
 
@@ -139,30 +139,30 @@ def build_image(base: str = DEFAULT_BASE) -> str:
     if _image_id(client, tag):
         _log(f"{tag} is up to date")
         return tag
-    ctx = Path(tempfile.mkdtemp(prefix="proctor-build-"))
-    try:
-        (ctx / "requirements.txt").write_text(requirements_txt())
-        (ctx / "Dockerfile.sandbox").write_bytes(DOCKERFILE.read_bytes())
-        _log("downloading the wheelhouse on the host")
-        subprocess.run(
-            [*host_pip(), "download", "-q", "--disable-pip-version-check",
-             "-r", str(ctx / "requirements.txt"), "-d", str(ctx / "wheelhouse"),
-             *_platform_args()],
-            check=True,
-        )
-        _log(f"building {tag}")
-        client.images.build(
-            path=str(ctx), dockerfile="Dockerfile.sandbox", tag=tag, rm=True, forcerm=True,
-            network_mode="none", buildargs={"BASE_IMAGE": base_id},
-            labels={"org.proctor.role": "sandbox-image"},
-        )
-    except subprocess.CalledProcessError as exc:
-        raise InfraError(f"wheelhouse download failed: {exc}") from None
-    except BuildError as exc:
-        log = "".join(chunk.get("stream", "") for chunk in exc.build_log)[-3000:]
-        raise InfraError(f"sandbox image build failed: {exc.msg}\n{log}") from None
-    finally:
-        shutil.rmtree(ctx, ignore_errors=True)
+    with host_dir("image-build") as owned:
+        ctx = owned / "context"
+        ctx.mkdir()
+        try:
+            (ctx / "requirements.txt").write_text(requirements_txt())
+            (ctx / "Dockerfile.sandbox").write_bytes(DOCKERFILE.read_bytes())
+            _log("downloading the wheelhouse on the host")
+            subprocess.run(
+                [*host_pip(), "download", "-q", "--disable-pip-version-check",
+                 "-r", str(ctx / "requirements.txt"), "-d", str(ctx / "wheelhouse"),
+                 *_platform_args()],
+                check=True,
+            )
+            _log(f"building {tag}")
+            client.images.build(
+                path=str(ctx), dockerfile="Dockerfile.sandbox", tag=tag, rm=True, forcerm=True,
+                network_mode="none", buildargs={"BASE_IMAGE": base_id},
+                labels={"org.proctor.role": "sandbox-image"},
+            )
+        except subprocess.CalledProcessError as exc:
+            raise InfraError(f"wheelhouse download failed: {exc}") from None
+        except BuildError as exc:
+            log = "".join(chunk.get("stream", "") for chunk in exc.build_log)[-3000:]
+            raise InfraError(f"sandbox image build failed: {exc.msg}\n{log}") from None
     return tag
 
 
