@@ -36,6 +36,10 @@ SCREENED_TEST = (
     "    assert getter(None)(5) == 5\n")
 HONEST_TEST = ("from toolz.itertoolz import getter\n\n\n"
                "def test_getter_none():\n    assert getter(None)(5) == 5\n")
+#: Module-level code that closes the process's stdout and stderr when it is imported.
+CLOSE_STD_FDS = ("\n\nimport os as _os  # noqa: E402\n\n"
+                 "for _fd in (1, 2):\n    try:\n        _os.close(_fd)\n"
+                 "    except OSError:\n        pass\n")
 
 
 MODULE_LEVEL_FIX = (
@@ -63,6 +67,8 @@ def patches(toolz_make_task, make_toolz_patch):
         "extra_screened_test": make_toolz_patch({**extra, AGENT_TEST: (None, SCREENED_TEST)}),
         "extra_pragma": make_toolz_patch({BUGGY_FILE: (mk.GETTER_BUGGY, with_extra_branch(
             mk.GETTER_ORIGINAL, "  # pragma: no mutate"))}),
+        "extra_closes_std_fds": make_toolz_patch({BUGGY_FILE: (
+            mk.GETTER_BUGGY, with_extra_branch(mk.GETTER_ORIGINAL) + CLOSE_STD_FDS)}),
         # Progress (the fix) on module-level lines only: mutmut has no trampoline there, so
         # no mutant. (A change with no progress at all would skip the step: see
         # test_e2e_toolz's test_patch_without_progress_skips_mutation_with_the_same_reward.)
@@ -127,6 +133,19 @@ def test_pragma_no_mutate_added_by_the_patch_is_ignored(scored):
     rec = scored("extra_pragma")
     assert rec.components["mutation_score"] == 0.75
     assert [s["line"] for s in rec.evidence["mutation"].details["survivors"]] == [814]
+
+
+@pytest.mark.docker
+def test_code_that_closes_stdout_and_stderr_at_import_cannot_switch_mutation_off(scored):
+    # The runner imports the code under test during collection; once fds 1 and 2 were free,
+    # each mutant child's verdict pipe took them and its dup2 of /dev/null replaced it:
+    # every mutant and the control came back crashed, mutation was null and its weight
+    # re-shared. The mutants are judged as without the closing code.
+    rec = scored("extra_closes_std_fds")
+    assert rec.evidence["mutation"].details["verdicts"] == {"killed": 3, "survived": 1}
+    assert rec.evidence["mutation"].details["control"]["verdict"] == "survived"
+    assert rec.components["mutation_score"] == 0.75
+    assert rec.weights["mutation_score"] == pytest.approx(0.2)
 
 
 @pytest.mark.docker

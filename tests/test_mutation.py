@@ -124,6 +124,29 @@ def test_runner_lines_without_the_run_s_nonce_are_forged_not_believed():
     assert started and done == {"duration_s": 0.1} and stats == {"tests": 3}
 
 
+def test_a_crashed_control_is_the_patch_s_failure_scored_zero_never_null():
+    # every mutant and the control came back crashed (code under test that closed the
+    # runner's descriptors): a null would re-share the weight, scoring like a full kill
+    from types import SimpleNamespace
+
+    from proctor.record import Evidence
+    from proctor.suites.mutation import _judge
+
+    n = "abc123"
+    text = "\n".join([
+        '{"started": {"pid": 1}}', f'{{"stats": {{"tests": 3}}, "n": "{n}"}}',
+        f'{{"mutant": "m.x_f__mutmut_1", "verdict": "crashed", "n": "{n}"}}',
+        f'{{"control": "m.x_f__mutmut_c1", "verdict": "crashed", "n": "{n}"}}',
+        f'{{"done": {{"duration_s": 0.1}}, "n": "{n}"}}'])
+    res = SimpleNamespace(command="runner", exit_code=0, duration_s=1.0, output=text,
+                          timed_out=False, truncated=False)
+    ev = Evidence(details={"timing": {}})
+    got = _judge(text, res, [{"name": "m.x_f__mutmut_1"}], ev, 1.0, nonce=n)
+    assert got.score == 0.0 and got.note.startswith("the control mutant (the original code) "
+                                                    "crashed")
+    assert not got.degraded and not got.tampered
+
+
 # --------------------------------------------------------------------------- task table
 
 

@@ -723,6 +723,14 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,  # n
         note = ("the control mutant (the original code) was killed: the code under test "
                 "behaves differently under mutation testing")
         return MutationResult(0.0, note, ev)  # a verdict, however the step ended
+    if control is not None and control["verdict"] == "crashed":
+        # The original code's own test process died without a verdict: what ended it is
+        # the code under test (it closed the runner's pipes, exited, killed its process
+        # group), so the step is the patch's failure, never a null that re-shares the
+        # weight (which would score like killing every mutant).
+        note = ("the control mutant (the original code) crashed: the code under test ends "
+                "the processes that judge the mutants")
+        return MutationResult(0.0, note, ev)
     verdicts = {name: line["verdict"] for name, line in lines.items()}
     if done is None:  # the session died midway: what it did not judge is not killed
         verdicts |= {x["name"]: "unjudged" for x in chosen if x["name"] not in verdicts}

@@ -51,6 +51,7 @@ import time
 
 T_START = time.monotonic()  # before pytest's import: the runner's start-up is measured
 
+import fcntl  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import select  # noqa: E402
@@ -99,6 +100,23 @@ def _unittest_failed(item):
 
     infos = item.__dict__.pop("_excinfo", None) or []
     return any(not isinstance(e.value, (Skipped, XFailed)) for e in infos)
+
+
+def _pipe():
+    """``os.pipe()`` with both ends above the standard descriptors. Code under test that
+    closed fd 1 and 2 in this process (at import, during collection) leaves them free, and
+    a plain pipe would take them: a mutant child's ``dup2`` of /dev/null onto 0-2 would
+    then replace its own verdict pipe, and every mutant, the control too, would come back
+    ``crashed`` (a measurement the patch switched off)."""
+    return tuple(_above_std(fd) for fd in os.pipe())
+
+
+def _above_std(fd):
+    if fd > 2:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
+    os.close(fd)
+    return moved
 
 
 def _read_exactly(fd, n):
@@ -271,7 +289,7 @@ class MutationSession:
 
     def _start_stats(self, items):
         """Fork the stats child; (its pid, the read end of its result pipe)."""
-        r, w = os.pipe()
+        r, w = _pipe()
         pid = os.fork()
         if pid == 0:  # the stats child: never returns
             me = os.getpid()
@@ -404,7 +422,7 @@ class MutationSession:
         self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
 
     def fork(self, name, tests):
-        r, w = os.pipe()
+        r, w = _pipe()
         pid = os.fork()
         if pid == 0:  # child: never returns
             verdict = ""
