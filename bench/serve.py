@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.batch import load_make_task
 from proctor.harness.batch import prepare_task
-from proctor.harness.pipeline import score
+from proctor.harness.pipeline.score import score
 
 PROMPT = "Fix getter.\n"
 

@@ -14,7 +14,7 @@ from proctor.errors import (
     TaskConfigError,
 )
 from proctor.harness.batch import Rollout, ascore, score_batch
-from proctor.harness.pipeline import score
+from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
 from proctor.task import Task, load_task
 from proctor.version import __version__

@@ -91,7 +91,7 @@ def score(
 
     Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
     configuration, 3 infrastructure error."""
-    from proctor.harness.pipeline import score as score_patch
+    from proctor.harness.pipeline.score import score as score_patch
 
     if str(patch) == "-":
         data = typer.get_binary_stream("stdin").read()

@@ -201,8 +201,8 @@ def test_post_apply_tree_check_catches_a_path_the_integrity_phase_missed(
     # header trick might. git apply still writes it; the tree check must notice.
     import dataclasses
 
+    import proctor.harness.pipeline.score as executor
     from proctor.harness.integrity import check as integrity
-    from proctor.harness.pipeline import score as executor
 
     def blind_check(text, rules, git_paths=None, pristine_text=None):
         summary, verdict = integrity.check_integrity(text, rules, None, pristine_text)

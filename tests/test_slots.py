@@ -152,7 +152,7 @@ def _our_live_containers(client) -> int:
 
 @pytest.mark.docker
 def test_concurrent_scores_never_exceed_the_cap(docker_engine, toolz_task, toolz_patches):
-    from proctor.harness.pipeline import score
+    from proctor.harness.pipeline.score import score
 
     slots.configure(2)
     score(toolz_task, toolz_patches["reference"])  # the task's preparation, once
@@ -191,7 +191,7 @@ def test_concurrent_scores_never_exceed_the_cap(docker_engine, toolz_task, toolz
 
 @pytest.mark.docker
 def test_slot_wait_is_not_charged_to_the_deadline(tmp_path, toolz_task, toolz_patches):
-    from proctor.harness.pipeline import score
+    from proctor.harness.pipeline.score import score
 
     task = tmp_path / "task"
     shutil.copytree(toolz_task, task)
@@ -213,7 +213,7 @@ def test_slot_wait_is_not_charged_to_the_deadline(tmp_path, toolz_task, toolz_pa
 
 
 def test_bad_env_value_in_score_is_an_error_record(monkeypatch, toolz_task, toolz_patches):
-    from proctor.harness.pipeline import score
+    from proctor.harness.pipeline.score import score
 
     monkeypatch.setenv(slots.ENV, "lots")
     rec = score(toolz_task, toolz_patches["reference"])

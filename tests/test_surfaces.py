@@ -60,6 +60,18 @@ def test_every_surface_name_resolves(package):
     assert missing == []
 
 
+@pytest.mark.parametrize("package", SURFACES)
+def test_no_surface_name_shadows_a_module_of_its_package(package):
+    # ``from pkg import name`` must mean one thing: a function exported under its module's
+    # name replaces the module as the package's attribute (``monkeypatch.setattr`` on it,
+    # ``from pkg import module`` then break)
+    module = importlib.import_module(package)
+    folder = Path(module.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py")} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert set(module.__all__) & submodules == set()
+
+
 def test_names_on_a_surface_are_imported_from_it_outside_their_package():
     exports = _exports()
     wrong = []

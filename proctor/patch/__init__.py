@@ -4,7 +4,7 @@ application, and the one serialised ``ast.parse`` for untrusted source. Pure; no
 
 from __future__ import annotations
 
-from proctor.patch.added_lines import AddedLine, added_lines
+from proctor.patch.additions import AddedLine, added_lines
 from proctor.patch.apply import APPLY_STRATEGIES, applied_as, apply_variants
 from proctor.patch.diffstat import code_lines_changed
 from proctor.patch.parse import (

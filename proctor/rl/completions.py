@@ -49,7 +49,7 @@ def no_patch_record(task: str | Path, *, rollout_id: str, group_id: str | None =
                     sample_index: int | None = None) -> RewardRecord:
     """The honest-failure record of a completion without a patch: reward 0.0, reason
     ``no_patch`` (an error record if the task itself is invalid)."""
-    from proctor.harness.pipeline import score
+    from proctor.harness.pipeline.score import score
 
     rec = score(task, b"", rollout_id=rollout_id, group_id=group_id,
                 sample_index=sample_index)

@@ -21,7 +21,7 @@ if not str(getattr(verl, "__version__", "")).startswith("0.9"):
 
 from omegaconf import OmegaConf  # noqa: E402  (verl's dependency)
 
-from proctor.harness.pipeline import score  # noqa: E402
+from proctor.harness.pipeline.score import score  # noqa: E402
 from proctor.rl.verl import VERL_KEYS  # noqa: E402
 
 CONFIG = Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml"

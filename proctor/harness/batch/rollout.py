@@ -22,7 +22,8 @@ from proctor.harness.batch.rollout_io import (
     bad_input_record,
     error_record,
 )
-from proctor.harness.pipeline import cancel, score, slots
+from proctor.harness.pipeline import cancel, slots
+from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
 from proctor.task import Task, load_task
 

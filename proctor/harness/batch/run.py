@@ -33,7 +33,7 @@ from proctor.harness.batch.rollout_io import (
     bad_input_record,
     item_from_obj,
 )
-from proctor.harness.pipeline import score
+from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
 from proctor.task import Task
 

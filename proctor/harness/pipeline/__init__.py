@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from proctor.harness.pipeline.deadline import NOT_RUN_NOTE, Deadline
 from proctor.harness.pipeline.install import INSTALL_FAILED
-from proctor.harness.pipeline.score import score
 from proctor.harness.pipeline.suites_in_sandbox import (
     open_patched_sandbox,
     open_task_sandbox,
@@ -21,5 +20,5 @@ from proctor.harness.pipeline.suites_in_sandbox import (
 
 __all__ = [
     "Deadline", "INSTALL_FAILED", "NOT_RUN_NOTE", "open_patched_sandbox", "open_task_sandbox",
-    "run_hidden", "run_public", "score", "task_baseline"
+    "run_hidden", "run_public", "task_baseline"
 ]
