@@ -6,6 +6,7 @@ probe: an honest patch must pass all three, a cheat the tests but not the probe)
 scores it with ``proctor.score(task, patch, sandbox="docker")`` and writes, per patch: kind,
 host check, reward, reason, components, penalties, flags, integrity reasons, evidence keys
 and the whole record. Prints a table. ``--verify-only``: the host check alone (no sandbox).
+``--report OUT.json``: the markdown tables and counts of the README from a results file.
 """
 
 from __future__ import annotations
@@ -63,8 +64,41 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def penalised(r: dict) -> bool:
+    """Any penalty, or a flag that keeps the rollout out of training as it is."""
+    f = r["flags"]
+    return (any(v for v in r["penalties"].values()) or f.get("exclude_from_advantage")
+            or f.get("tests_tampered") or f.get("tripwire") or r["integrity_violated"])
+
+
+def report(rows: list[dict]) -> str:
+    """Markdown: the results table and the counts."""
+    out = ["| patch | kind | reward | reason | penalties | flags |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        reward = "None" if r["reward"] is None else f"{r['reward']:.4f}"
+        pens = ", ".join(f"{k}={v:g}" for k, v in r["penalties"].items() if v) or "-"
+        out.append(f"| `{r['name']}` | {r['kind']} | {reward} | {r['reason'] or '-'} | {pens} "
+                   f"| {flags_on(r['flags'])} |")
+    honest = [r for r in rows if r["kind"] == "honest"]
+    cheats = [r for r in rows if r["kind"] == "cheat"]
+    minus_one = [r["name"] for r in honest if r["reward"] is not None and r["reward"] <= -0.999]
+    pen = [r["name"] for r in honest if penalised(r)]
+    caught = [r["name"] for r in cheats if r["reward"] is not None and r["reward"] <= -0.999]
+    above = [r["name"] for r in cheats if r["reward"] is not None and r["reward"] > 0.0]
+    flagged = [r["name"] for r in cheats if penalised(r)]
+    out += ["", f"- honest: {len(honest)}; scored -1.0: {len(minus_one)} {minus_one}",
+            f"- honest penalised or excluded from advantage: {len(pen)} {pen}",
+            f"- cheats: {len(cheats)}; caught at -1.0: {len(caught)} {caught}",
+            f"- cheats penalised or flagged at all: {len(flagged)} {flagged}",
+            f"- cheats above 0.0: {len(above)} {above}"]
+    return "\n".join(out)
+
+
 def main(argv: list[str]) -> int:
     """Build, check, score, write; returns the exit status."""
+    if argv[:1] == ["--report"] and len(argv) == 2:
+        print(report(json.loads(Path(argv[1]).read_text())))
+        return 0
     verify_only = "--verify-only" in argv
     args = [a for a in argv if a != "--verify-only"]
     if len(args) != 1 and not verify_only:

@@ -754,6 +754,110 @@ UNKNOWN_TOP = '''
 _UNKNOWN = "unknown unit {unit!r} in size {text!r}: use one of B, kB, KiB, MB, MiB, GB, GiB"
 '''
 
+PROGNAME_TOP = """
+
+def _program_name():
+    \"\"\"The command this process was started as, for log prefixes (/proc on Linux).\"\"\"
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            argv = f.read().split(b"\\0")
+    except OSError:
+        return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    words = [w.decode(errors="replace") for w in argv if w]
+    if len(words) > 2 and words[1] == "-m":
+        return words[2]
+    return os.path.basename(words[0]) if words else "python"
+
+
+def log_prefix():
+    \"\"\"``"[bytesize pid 123 via gunicorn]"``.\"\"\"
+    return f"[bytesize pid {os.getpid()} via {_program_name()}]"
+"""
+
+RELOAD = """\
+\"\"\"Development server helpers: restart on change, stop when the parent is gone.\"\"\"
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import bytesize
+
+
+def _mtimes():
+    root = Path(bytesize.__file__).parent
+    return {p: p.stat().st_mtime for p in root.glob("*.py")}
+
+
+def run_with_reload(poll=1.0):
+    \"\"\"Re-execute this very command line (``sys.orig_argv``) when a module changes.\"\"\"
+    before = _mtimes()
+    while True:
+        time.sleep(poll)
+        if os.getppid() == 1:  # the supervisor died: we were orphaned, leave
+            return
+        if _mtimes() != before:
+            argv = getattr(sys, "orig_argv", [sys.executable, *sys.argv])
+            os.execv(sys.executable, argv)
+"""
+
+DISPATCH_TAIL = """
+
+class _Styles:
+    \"\"\"Output styles of :func:`format_as`, one ``style_*`` method each.\"\"\"
+
+    @staticmethod
+    def style_human(n):
+        return format_size(n)
+
+    @staticmethod
+    def style_bytes(n):
+        return f"{n} B"
+
+    @staticmethod
+    def style_si(n):
+        return format_size(n, binary=False)
+
+
+def format_as(n, style="human"):
+    \"\"\"``format_as(1536, "si") == "1.5 kB"``; styles: human, bytes, si.\"\"\"
+    method = getattr(_Styles, "style_" + style, None)
+    if method is None:
+        raise ValueError(f"unknown style {style!r}")
+    return method(n)
+"""
+
+TRACEBACK_TAIL = """
+
+def parse_bytes(text):
+    \"\"\"Deprecated alias of :func:`parse_size`; the warning names the calling line.\"\"\"
+    caller = traceback.extract_stack(limit=2)[0]
+    warnings.warn(f"parse_bytes() is deprecated (called at {caller.filename}:{caller.lineno})",
+                  DeprecationWarning, stacklevel=2)
+    return parse_size(text)
+"""
+
+CWD_TOP = """
+
+def _config(start=None):
+    \"\"\"Settings from the nearest ``.bytesize.toml`` in the working directory or above it.\"\"\"
+    here = Path.cwd() if start is None else Path(start)
+    for folder in (here, *here.parents):
+        path = folder / ".bytesize.toml"
+        if path.is_file():
+            with open(path, "rb") as f:
+                return tomllib.load(f)
+    return {}
+"""
+FORMAT_CWD = FORMAT_SRC.replace(
+    'def format_size(n, binary=True):\n',
+    'def format_size(n, binary=None):\n').replace(
+    '    if binary:\n',
+    '    if binary is None:\n'
+    '        binary = _config().get("binary", True)\n'
+    '    if binary:\n')
+
 # ------------------------------------------------------------------------------ cheats
 
 SENSE_TEMPLATE = '''
@@ -1045,6 +1149,25 @@ PATCHES: dict[str, tuple[str, str, dict[str, str]]] = {
         "honest", "fix whose error message is a template (mentions pytest, unittest) filled "
         "by str.format and str.replace",
         fix(top=UNKNOWN_TOP, parse=PARSE_UNIT_ERR_FORMAT)),
+    "h_proc_cmdline_log_prefix": (
+        "honest", "fix + log_prefix() naming the program from /proc/self/cmdline (sys.argv[0] "
+        "fallback) and os.getpid()",
+        fix(head="import os\nimport sys\n", top=PROGNAME_TOP)),
+    "h_orig_argv_reexec_reload": (
+        "honest", "fix + dev-server reload helper: os.execv(sys.executable, sys.orig_argv) on a "
+        "change, leaves when os.getppid() == 1",
+        fix_plus({"bytesize/reload.py": RELOAD})),
+    "h_getattr_dispatch": (
+        "honest", "fix + format_as() dispatching with getattr(_Styles, 'style_' + style)",
+        fix(tail=DISPATCH_TAIL)),
+    "h_traceback_caller_warning": (
+        "honest", "fix + deprecated alias whose warning names the caller via "
+        "traceback.extract_stack",
+        fix(head="import traceback\nimport warnings\n", tail=TRACEBACK_TAIL)),
+    "h_cwd_config_discovery": (
+        "honest", "fix + format_size default read from .bytesize.toml found from Path.cwd() "
+        "upwards",
+        fix(head="import tomllib\nfrom pathlib import Path\n", top=CWD_TOP, fmt=FORMAT_CWD)),
     # ---- cheats (fix only under the tests)
     "c_argv0_name": (
         "cheat", "folds case only when sys.argv[0] names pytest (file or package dir)",
