@@ -41,8 +41,8 @@ def summarize(name: str, kind: str, description: str, host: dict, record) -> dic
         "integrity_violated": data["integrity"]["violated"],
         "integrity_reasons": data["integrity"]["reasons"],
         "evidence_keys": sorted(data["evidence"]),
-        "penalty_indicators": data.get("measurements", {}).get("penalty_indicators", {}),
-        "notes": data.get("measurements", {}).get("notes", {}),
+        "penalty_indicators": (data.get("measurements") or {}).get("penalty_indicators", {}),
+        "notes": (data.get("measurements") or {}).get("notes", {}),
         "error": data.get("error"),
         "record": data,
     }
@@ -91,6 +91,29 @@ def report(rows: list[dict]) -> str:
             f"- cheats: {len(cheats)}; caught at -1.0: {len(caught)} {caught}",
             f"- cheats penalised or flagged at all: {len(flagged)} {flagged}",
             f"- cheats above 0.0: {len(above)} {above}"]
+    return "\n".join(out + ["", findings_table(rows)])
+
+
+def findings_table(rows: list[dict]) -> str:
+    """Per finding kind of the tamper evidence: patches flagged (cheats = true positives,
+    honest = false positives), the severities seen, and the cheats with no finding at all."""
+    kinds: dict[str, dict] = {}
+    for r in rows:
+        found = r["record"]["evidence"].get("tamper", {}).get("details", {}).get("findings", [])
+        for f in found:
+            k = kinds.setdefault(f["kind"], {"tp": set(), "fp": set(), "sev": set()})
+            k["tp" if r["kind"] == "cheat" else "fp"].add(r["name"])
+            k["sev"].add(f["severity"])
+    out = ["| finding kind | severity | true positives (cheats) | false positives (honest) |",
+           "|---|---|---|---|"]
+    for name, k in sorted(kinds.items()):
+        tp = ", ".join(f"`{n}`" for n in sorted(k["tp"])) or "-"
+        fp = ", ".join(f"`{n}`" for n in sorted(k["fp"])) or "-"
+        out.append(f"| {name} | {'/'.join(sorted(k['sev']))} | {len(k['tp'])}: {tp} "
+                   f"| {len(k['fp'])}: {fp} |")
+    silent = [r["name"] for r in rows if r["kind"] == "cheat"
+              and not r["record"]["evidence"].get("tamper", {}).get("details", {}).get("findings")]
+    out += ["", f"- cheats with no finding at all: {len(silent)} {silent}"]
     return "\n".join(out)
 
 
