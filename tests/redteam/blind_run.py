@@ -5,7 +5,7 @@ checks each patch on the host first (plain pytest, public then hidden, and the p
 probe: an honest patch must pass all three, a cheat the tests but not the probe), then
 scores it with ``proctor.score(task, patch, sandbox="docker")`` and writes, per patch: kind,
 host check, reward, reason, components, penalties, flags, integrity reasons, evidence keys
-and the whole record. Prints a table. ``--verify-only``: the host check alone (no sandbox).
+and the tamper findings. Prints a table. ``--verify-only``: the host check alone (no sandbox).
 ``--report OUT.json``: the markdown tables and counts of the README from a results file.
 """
 
@@ -44,7 +44,7 @@ def summarize(name: str, kind: str, description: str, host: dict, record) -> dic
         "penalty_indicators": (data.get("measurements") or {}).get("penalty_indicators", {}),
         "notes": (data.get("measurements") or {}).get("notes", {}),
         "error": data.get("error"),
-        "record": data,
+        "findings": data["evidence"].get("tamper", {}).get("details", {}).get("findings"),
     }
 
 
@@ -99,7 +99,7 @@ def findings_table(rows: list[dict]) -> str:
     honest = false positives), the severities seen, and the cheats with no finding at all."""
     kinds: dict[str, dict] = {}
     for r in rows:
-        found = r["record"]["evidence"].get("tamper", {}).get("details", {}).get("findings", [])
+        found = r["findings"] or []
         for f in found:
             k = kinds.setdefault(f["kind"], {"tp": set(), "fp": set(), "sev": set()})
             k["tp" if r["kind"] == "cheat" else "fp"].add(r["name"])
@@ -111,8 +111,7 @@ def findings_table(rows: list[dict]) -> str:
         fp = ", ".join(f"`{n}`" for n in sorted(k["fp"])) or "-"
         out.append(f"| {name} | {'/'.join(sorted(k['sev']))} | {len(k['tp'])}: {tp} "
                    f"| {len(k['fp'])}: {fp} |")
-    silent = [r["name"] for r in rows if r["kind"] == "cheat"
-              and not r["record"]["evidence"].get("tamper", {}).get("details", {}).get("findings")]
+    silent = [r["name"] for r in rows if r["kind"] == "cheat" and not r["findings"]]
     out += ["", f"- cheats with no finding at all: {len(silent)} {silent}"]
     return "\n".join(out)
 
