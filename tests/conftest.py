@@ -58,6 +58,11 @@ def _isolated_env(tmp_path_factory) -> Iterator[Path]:
         mp.setenv("PROCTOR_CACHE_DIR", str(cache))
         mp.setenv("TMPDIR", str(tmp))
         mp.setenv("PROCTOR_SANDBOX_DIR", str(local))
+        # Under pytest-xdist: the pytest processes tests start (the example's tests on the
+        # host) are not xdist workers (pytest-benchmark would disable itself and warn).
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+                     "PYTEST_XDIST_TESTRUNUID"):
+            mp.delenv(name, raising=False)
         tempfile.tempdir = str(tmp)
         try:
             yield cache

@@ -178,7 +178,11 @@ BACKENDS = [pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("local", marks=pytest.mark.local)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# serial: any other Proctor process starting meanwhile would sweep the dead owner's sandbox
+# before the test sees it left behind (local sandboxes are in the session's own dir).
+@pytest.mark.parametrize("backend", [
+    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.serial]),
+    pytest.param("local", marks=pytest.mark.local)])
 def test_kill_9_mid_run_then_restart_leaves_zero_sandboxes_of_the_dead_owner(
         backend, toolz_task, toolz_build, docker_engine):
     owned = ((lambda pid: _docker_owned_by(docker_engine, pid)) if backend == "docker"

@@ -70,6 +70,7 @@ def test_a_task_with_requirements_scores_like_without(backend, env_task, toolz_p
 
 
 @pytest.mark.docker
+@pytest.mark.serial  # prunes every task image: another test's would go, or be busy
 def test_image_list_and_prune_keep_n(docker_engine):
     from proctor.sandbox import list_images, prune_images
     from proctor.sandbox.environments import TASK_ROLE

@@ -170,6 +170,7 @@ def test_installed_wheel_builds_image_and_scores(wheel, tmp_path_factory, docker
 
 
 @pytest.mark.docker
+@pytest.mark.serial  # compares the engine's whole image list before and after
 def test_installed_without_pip_says_so(wheel, tmp_path_factory, docker_ready, docker_engine):
     """A venv with no pip (``uv venv``'s default) cannot download the wheelhouse an image
     build needs: ``proctor image build`` exits 3 with that reason, builds nothing."""
