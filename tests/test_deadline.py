@@ -11,12 +11,12 @@ import pytest
 from proctor.errors import InfraError
 from proctor.harness.pipeline import NOT_RUN_NOTE, Deadline, measure
 from proctor.harness.pipeline.deadline import (
-    KILLERS_WAIT_SLACK_S,
     MIN_STEP_S,
     file_check_budgets,
     mutation_budgets,
 )
 from proctor.record import Measurements
+from proctor.sandbox import KILLERS_WAIT_SLACK_S
 from proctor.suites import SuiteRun
 
 

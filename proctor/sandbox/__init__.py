@@ -14,7 +14,20 @@ from proctor.sandbox.docker_backend import DockerSandbox
 from proctor.sandbox.engine import docker_client
 from proctor.sandbox.environments import list_images, prune_images
 from proctor.sandbox.image import DEFAULT_BASE, build_image, resolve_image
-from proctor.sandbox.layout import HARNESS_DIR, HOME, OUT_DIR, PYTHON, REPO, SANDBOX_UID, SITE_DIR
+from proctor.sandbox.layout import (
+    HARNESS_DIR,
+    HOME,
+    ITEM_TIMEOUT_FACTOR,
+    ITEM_TIMEOUT_SLACK_S,
+    KILL_AFTER_S,
+    KILLERS_WAIT_SLACK_S,
+    OUT_DIR,
+    PYTHON,
+    REPO,
+    SANDBOX_UID,
+    SITE_DIR,
+    STEPS_SLACK_S,
+)
 from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step, run_steps
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
@@ -22,8 +35,9 @@ from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
 __all__ = [
     "CHECKS", "CheckResult", "ConformanceError", "run_conformance",
     "BACKENDS", "CLEAR_PARENTS_SH", "DEFAULT_BASE", "DockerSandbox", "ExecResult",
-    "HARNESS_DIR", "HOME", "Limits", "OUT_DIR", "PYTHON", "REPO", "SANDBOX_PYTHON",
-    "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "Sandbox", "Step", "build_image",
+    "HARNESS_DIR", "HOME", "ITEM_TIMEOUT_FACTOR", "ITEM_TIMEOUT_SLACK_S", "KILL_AFTER_S",
+    "KILLERS_WAIT_SLACK_S", "Limits", "OUT_DIR", "PYTHON", "REPO", "SANDBOX_PYTHON",
+    "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "STEPS_SLACK_S", "Sandbox", "Step", "build_image",
     "check_required", "choose_backend", "docker_client", "host_dir", "list_images",
     "open_sandbox", "prune_images", "register", "remove_stale", "resolve_env", "resolve_image",
     "run_steps", "tar_of_tree"

@@ -1,7 +1,8 @@
 """What every sandbox looks like from inside, whichever backend made it: the in-sandbox
 paths, the user the code under test runs as, and the seconds a command gets to stop after
-its timeout. The one home of these constants for the backends and the steps; plain values,
-importing this touches nothing."""
+its timeout, and the slack seconds every layer adds over the timeouts below it. The one
+home of these constants for the backends, the steps, the suites and the pipeline; plain
+values, importing this touches nothing."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ KILL_AFTER_S = 3
 #: Seconds the host's watchdog waits beyond a command's timeout and :data:`KILL_AFTER_S`
 #: before it ends the exec from outside (a sandbox that no longer answers).
 WATCHDOG_SLACK_S = 10
+#: Extra seconds of a multi-step command's timeout over the sum of its steps'
+#: (:func:`~proctor.sandbox.steps.run_steps`).
+STEPS_SLACK_S = 10.0
+#: The pytest supervisor kills a test that ran ``per_test * ITEM_TIMEOUT_FACTOR +
+#: ITEM_TIMEOUT_SLACK_S`` seconds: after pytest-timeout's own limit (``per_test``), which
+#: code under test can disable, and never before it.
+ITEM_TIMEOUT_FACTOR = 1.2
+ITEM_TIMEOUT_SLACK_S = 2.0
+#: What the mutation step may wait for the public suite's killers (the other sandbox),
+#: beyond the public suite's own budget (s).
+KILLERS_WAIT_SLACK_S = 30.0

@@ -22,10 +22,7 @@ from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.sandbox.base import TIMEOUT_EXIT_CODES, ExecResult, Sandbox, tar_of_files
-from proctor.sandbox.layout import KILL_AFTER_S
-
-#: Extra seconds of the whole command's timeout over the sum of its steps'.
-SLACK_S = 10.0
+from proctor.sandbox.layout import KILL_AFTER_S, STEPS_SLACK_S
 
 
 @dataclass(frozen=True)
@@ -108,7 +105,7 @@ def _run_once(sb: Sandbox, steps: list[Step], workdir: str, user: str | None
                            *s.argv])
         lines.append(f"{call} || exit 0" if s.required else call)
     lines.append("exit 0")
-    timeout = sum(s.timeout + KILL_AFTER_S + 1 for s in steps) + SLACK_S
+    timeout = sum(s.timeout + KILL_AFTER_S + 1 for s in steps) + STEPS_SLACK_S
     res = sb.run(["sh", "-c", "\n".join(lines)], timeout=timeout, cwd="/", user=user,
                  stdin=tar_of_files(inputs))
     if res.timed_out or res.exit_code != 0:

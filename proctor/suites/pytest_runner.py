@@ -52,7 +52,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.errors import InfraError
-from proctor.sandbox import HARNESS_DIR, OUT_DIR, PYTHON, Sandbox
+from proctor.sandbox import (
+    HARNESS_DIR,
+    ITEM_TIMEOUT_FACTOR,
+    ITEM_TIMEOUT_SLACK_S,
+    OUT_DIR,
+    PYTHON,
+    Sandbox,
+)
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire
 
@@ -78,11 +85,6 @@ RESULT_FILE_PREFIX = "PROCTOR-RESULT-FILE "
 MAX_RESULT_BYTES = 128 * 1024**2
 #: The supervisor stops pytest this long (s) before the outer timeout, to report in time.
 DEADLINE_MARGIN_S = 5.0
-#: The supervisor kills a test that ran ``per_test * ITEM_TIMEOUT_FACTOR +
-#: ITEM_TIMEOUT_SLACK_S`` seconds: after pytest-timeout's own limit (``per_test``), which
-#: code under test can disable, and never before it.
-ITEM_TIMEOUT_FACTOR = 1.2
-ITEM_TIMEOUT_SLACK_S = 2.0
 #: A session needs at least this long (s) to be worth starting.
 MIN_SESSION_S = 2.0
 #: Share of a suite's budget (at least ``VOUCH_RESERVE_MIN_S``, at most

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from proctor.errors import InfraError
+from proctor.sandbox import KILLERS_WAIT_SLACK_S
 
 #: A step is not started with less than this many seconds left: it could do nothing useful
 #: in them (a sandbox command alone costs a tenth of that), and each such step would still
@@ -22,9 +23,6 @@ MIN_STEP_S = 1.0
 #: Note of a component the deadline kept from running or cut short, when the patch's own
 #: code used the time (its value is then 0.0, or its tests count as failed).
 NOT_RUN_NOTE = "not run: per-patch deadline"
-#: What the mutation step may wait for the public suite's killers (the other sandbox),
-#: beyond the public suite's own budget (s).
-KILLERS_WAIT_SLACK_S = 30.0
 
 
 class Deadline:

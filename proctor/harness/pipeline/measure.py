@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from proctor.errors import InfraError
 from proctor.harness.pipeline.deadline import (
-    KILLERS_WAIT_SLACK_S,
     NOT_RUN_NOTE,
     Deadline,
     file_check_budgets,
@@ -36,7 +35,7 @@ from proctor.harness.pipeline.workspace import (
 from proctor.patch import PatchSummary
 from proctor.record import Evidence, Measurements
 from proctor.rewards import static_score
-from proctor.sandbox import REPO, Limits
+from proctor.sandbox import KILLERS_WAIT_SLACK_S, REPO, Limits
 from proctor.suites import (
     NO_PROGRESS_NOTE,
     Baseline,
