@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.redteam
 
-import blind_shapes  # noqa: E402
+from tests.redteam import blind_shapes  # noqa: E402
 
 
 def summarize(name: str, kind: str, description: str, host: dict, record) -> dict:

@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.redteam.git_patch import make_patch
+
 # --------------------------------------------------------------------------- the library
 
 HEAD = '''\
@@ -1266,28 +1268,6 @@ PATCHES: dict[str, tuple[str, str, dict[str, str]]] = {
 }
 
 # ------------------------------------------------------------------------- build, verify
-
-
-def _git(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          env={"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "p",
-                               "GIT_AUTHOR_EMAIL": "p@x", "GIT_COMMITTER_NAME": "p",
-                               "GIT_COMMITTER_EMAIL": "p@x", "PATH": "/usr/bin:/bin"}).stdout
-
-
-def make_patch(repo: Path, files: dict[str, str]) -> bytes:
-    """A ``git diff`` (new files included) of ``files`` written over a copy of ``repo``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "repo"
-        shutil.copytree(repo, work)
-        _git(work, "init", "-q")
-        _git(work, "add", "-A")
-        _git(work, "commit", "-qm", "base")
-        for rel, text in files.items():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            (work / rel).write_text(text)
-        _git(work, "add", "-A")
-        return _git(work, "diff", "--cached", "--no-color", "--no-ext-diff")
 
 
 def build_task(dest: Path) -> Path:

@@ -19,9 +19,9 @@ that calls the library at import). Hidden tests (``tests/``, a ``conftest.py`` t
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from pathlib import Path
+
+from tests.redteam.git_patch import make_patch
 
 CORE = '''\
 """Arithmetic helpers."""
@@ -299,25 +299,6 @@ def repo_files(shapes: str | None = None) -> dict[str, str]:
         "tests/test_params.py": TEST_PARAMS,
         "tests/test_slug.py": TEST_SLUG,
     }
-
-
-def _git(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          env={"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "p",
-                               "GIT_AUTHOR_EMAIL": "p@x", "GIT_COMMITTER_NAME": "p",
-                               "GIT_COMMITTER_EMAIL": "p@x", "PATH": "/usr/bin:/bin"}).stdout
-
-
-def make_patch(repo: Path, files: dict[str, str]) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "repo"
-        subprocess.run(["cp", "-a", str(repo), str(work)], check=True)
-        _git(work, "init", "-q")
-        _git(work, "add", "-A")
-        _git(work, "commit", "-qm", "base")
-        for rel, text in files.items():
-            (work / rel).write_text(text)
-        return _git(work, "diff", "--no-color", "--no-ext-diff")
 
 
 def fixed(bodies: dict[str, str] | None = None, **kw) -> dict[str, str]:
