@@ -37,11 +37,12 @@ from proctor.harness.integrity import (
     ForbiddenRules,
     check_integrity,
 )
-from proctor.harness.pipeline import open_patched_sandbox, run_hidden, run_public
+from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hidden, run_public
 from proctor.harness.pipeline.workspace import kill_user_processes
 from proctor.patch import PatchSummary
 from proctor.sandbox import (
     Limits,
+    SandboxSpec,
     docker_client,
     resolve_image,
 )
@@ -136,10 +137,11 @@ def main() -> int:
     whole = dataclasses.replace(summary, added_line_numbers={MODULE: list(range(1, lines + 100))})
     whole_task = task.model_copy(update={"config": task.config.model_copy(
         update={"mutation": MutationConfig(max_mutants=10_000)})})
-    sb, applied = open_patched_sandbox(task, image, patch, Limits(cpus=args.cpus))
+    spec = SandboxSpec(image, limits=Limits(cpus=args.cpus))
+    sb, applied = open_patched_sandbox(task, spec, patch)
     with sb:
         assert applied.applied
-        runs = [run_public(sb, task, 300), run_hidden(sb, task, 300)]
+        runs = [run_public(sb, task, SuiteRequest(300)), run_hidden(sb, task, SuiteRequest(300))]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
         hidden_root = runs[1].command.split("--rootdir=")[1].split()[0]
         changed = [timed(sb, task, patch, summary, killers, args.cpus)

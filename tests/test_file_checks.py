@@ -11,7 +11,7 @@ from proctor import load_task
 from proctor.errors import InfraError
 from proctor.harness.pipeline import open_patched_sandbox
 from proctor.harness.pipeline.workspace import check_restored, restore_public_tests_step
-from proctor.sandbox import REPO, ExecResult, Step
+from proctor.sandbox import REPO, ExecResult, SandboxSpec, Step
 from proctor.suites import file_checks, run_file_checks, snapshot_step
 from proctor.suites.compile_check import compile_step, judge_compiles
 from proctor.suites.snapshot import check_snapshot
@@ -41,7 +41,7 @@ def patched(toolz_task, patch, request, no_leaks):
     backend = request.param
     env = request.getfixturevalue("docker_ready" if backend == "docker" else "local_ready")
     task = load_task(toolz_task)
-    sb, applied = open_patched_sandbox(task, env, patch, backend=backend)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(env, backend), patch)
     assert applied.applied
     with sb:
         yield sb, task
@@ -145,7 +145,7 @@ def test_no_result_at_all_is_an_infra_error_for_every_part():
 @pytest.mark.docker
 def test_the_snapshot_step_copies_base_and_patched_versions(toolz_task, patch, docker_ready):
     task = load_task(toolz_task)
-    sb, _ = open_patched_sandbox(task, docker_ready, patch)
+    sb, _ = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert _alone(sb, snapshot_step(REPO, PATHS + ["toolz/gone.py"], "/tmp/s")).ok
         listing = sb.run(["sh", "-c", "cd /tmp/s && find . -type f | sort"], timeout=10)

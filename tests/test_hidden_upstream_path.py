@@ -367,11 +367,12 @@ def test_the_sandbox_user_cannot_change_the_placed_tree_and_unplace_restores_it(
         plan_hidden_upstream,
         unplace_hidden_tests,
     )
+    from proctor.sandbox import SandboxSpec
 
     task = load_task(task_dir)
     patch = patch_of(task_dir, {"tests/helper/__init__.py": "check_add = None\n",
                                 "calc/core.py": FIXED})
-    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert applied is not None and applied.applied
         assert sb.run(["sh", "-c", "touch /work/repo/tests/helper.abi3.so "
@@ -425,17 +426,18 @@ def test_files_written_at_run_time_before_the_hidden_run_do_not_govern_it(
     executor uses a fresh one): conftests rewritten or added, a ``sitecustomize`` and a
     ``.pth`` in the repo since the patch applied are not what the hidden run loads: the
     chain's conftests are the task's own (from the host) or empty, root-owned."""
-    from proctor.harness.pipeline import open_patched_sandbox, run_hidden
+    from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hidden
+    from proctor.sandbox import SandboxSpec
 
     task = load_task(task_dir)
     patch = (task_dir / "reference.patch").read_bytes()
     boom = "raise RuntimeError('written at run time')\n"
-    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert applied is not None and applied.applied
         for rel in ("conftest.py", "tests/conftest.py", "sitecustomize.py", "tests/x.pth"):
             sb.put_files("/work/repo", {rel: boom.encode()})
-        run = run_hidden(sb, task, 120, ["calc/core.py"])
+        run = run_hidden(sb, task, SuiteRequest(120, ["calc/core.py"]))
         assert not run.tampered and run.tripwire is None, run.tampered
         assert {k: v for k, v in run.outcomes.items() if "test_hidden" in k} == {
             "tests/test_hidden.py::test_add_common": "passed",

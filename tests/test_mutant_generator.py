@@ -13,7 +13,7 @@ import pytest
 
 from proctor import load_task, score
 from proctor.harness.pipeline import open_task_sandbox
-from proctor.sandbox import HARNESS_DIR, PYTHON, DockerSandbox
+from proctor.sandbox import HARNESS_DIR, PYTHON, DockerSandbox, SandboxSpec
 from proctor.suites import mutant_generator
 
 BUGGY_FILE = "toolz/itertoolz.py"
@@ -35,7 +35,7 @@ def test_host_generation_is_byte_identical_to_the_sandboxs(docker_ready, toolz_t
     code = (toolz_task / "repo" / BUGGY_FILE).read_text().replace(old, new)
     first = code.splitlines().index("def getter(index):") + 1
     lines = list(range(first, first + 12))
-    with open_task_sandbox(load_task(toolz_task), docker_ready) as sb:
+    with open_task_sandbox(load_task(toolz_task), SandboxSpec(docker_ready)) as sb:
         host = mutant_generator.generate(sb, {BUGGY_FILE: (code, lines)})
         spec = {"root": "/tmp/g", "files": {BUGGY_FILE: lines}}
         sb.put_files("/tmp/g", {BUGGY_FILE: code.encode(),

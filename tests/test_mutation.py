@@ -16,7 +16,7 @@ import pytest
 
 from proctor.errors import TaskConfigError
 from proctor.patch import PatchSummary, TouchedPath
-from proctor.sandbox import SANDBOX_TOOLS
+from proctor.sandbox import SANDBOX_TOOLS, SandboxSpec
 from proctor.suites import cannot_change_reward, select_mutants
 from proctor.suites.mutation import (
     agent_test_files,
@@ -309,15 +309,20 @@ def run_step(image: str, task, patch: bytes, timeout: float, killers_after_s: fl
     as killers (given ``killers_after_s`` seconds after the step asks for them, as a public
     run still going would). Returns (killers, MutationResult)."""
     from proctor.harness.integrity import ForbiddenRules, check_integrity
-    from proctor.harness.pipeline import open_patched_sandbox, run_hidden, run_public
+    from proctor.harness.pipeline import (
+        SuiteRequest,
+        open_patched_sandbox,
+        run_hidden,
+        run_public,
+    )
     from proctor.harness.pipeline.workspace import kill_user_processes
     from proctor.suites import mutation
 
     summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([]))
-    sb, applied = open_patched_sandbox(task, image, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(image), patch)
     with sb:
         assert applied.applied
-        runs = [run_public(sb, task, 60), run_hidden(sb, task, 60)]
+        runs = [run_public(sb, task, SuiteRequest(60)), run_hidden(sb, task, SuiteRequest(60))]
         killers = sorted(t for r in runs for t, o in r.outcomes.items() if o == "passed")
         kill_user_processes(sb)
 

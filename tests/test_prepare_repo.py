@@ -13,7 +13,7 @@ import pytest
 from proctor import load_task
 from proctor.harness.pipeline import open_patched_sandbox
 from proctor.harness.pipeline.workspace import repo_archive
-from proctor.sandbox import REPO
+from proctor.sandbox import REPO, SandboxSpec
 from tests.counting_sandbox import CountingSandbox
 
 pytestmark = pytest.mark.docker
@@ -70,7 +70,7 @@ def test_patch_applies_in_the_copy_command_and_the_repo_has_a_single_commit(
         toolz_task, docker_ready):
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
-    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert applied.applied and applied.strategy == "git_apply"
         log = sb.run(["git", "log", "--format=%s"], timeout=30, cwd=REPO)
@@ -87,7 +87,7 @@ def test_patch_that_does_not_apply_leaves_the_pristine_repo_and_git_s_message(
         toolz_task, docker_ready):
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes().replace(b"\n def ", b"\n def zz", 1)
-    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert not applied.applied and applied.strategy is None
         assert "error" in applied.output and "@@proctor" not in applied.output
@@ -115,7 +115,7 @@ def test_harness_mount_holds_exactly_what_install_harness_puts(tmp_path, monkeyp
 
 def test_scoring_sandbox_runs_the_harness_from_the_read_only_mount(toolz_task, docker_ready):
     task = load_task(toolz_task)
-    sb, applied = open_patched_sandbox(task, docker_ready, None)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), None)
     with sb:
         res = sb.run(["sh", "-c", "ls /proctor/harness; touch /proctor/harness/x"],
                      timeout=30, user="0:0")
@@ -150,7 +150,7 @@ def test_tree_report_runs_in_the_apply_command_and_matches_the_report_of_its_own
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
     summary = parse_patch(patch.decode())
-    sb, applied = open_patched_sandbox(task, _env(request, backend), patch, backend=backend,
+    sb, applied = open_patched_sandbox(task, SandboxSpec(_env(request, backend), backend), patch,
                                        tree_paths=wanted_texts(summary))
     with sb:
         assert applied.applied and applied.strategy == "git_apply"
@@ -173,11 +173,11 @@ def test_tree_report_not_run_when_not_asked_or_when_the_patch_does_not_apply(
         toolz_task, docker_ready):
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
-    sb, applied = open_patched_sandbox(task, docker_ready, patch)
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
     with sb:
         assert applied.applied and applied.tree_report is None and applied.tree_report_s == 0
     stale = patch.replace(b"\n def ", b"\n def zz", 1)
-    sb, applied = open_patched_sandbox(task, docker_ready, stale, tree_paths=[])
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), stale, tree_paths=[])
     with sb:
         assert not applied.applied and applied.tree_report is None
         assert not applied.tree_report_cut and "@@proctor" not in applied.output
@@ -192,9 +192,9 @@ def test_tree_report_cut_at_the_output_cap_is_read_from_a_file(toolz_task, reque
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
     summary = parse_patch(patch.decode())
-    sb, applied = open_patched_sandbox(task, _env(request, backend), patch,
-                                       Limits(output_cap=1500), backend=backend,
-                                       tree_paths=wanted_texts(summary))
+    sb, applied = open_patched_sandbox(
+        task, SandboxSpec(_env(request, backend), backend, Limits(output_cap=1500)), patch,
+        tree_paths=wanted_texts(summary))
     with sb:
         assert applied.applied and applied.strategy == "git_apply"
         assert applied.tree_report is None and applied.tree_report_cut
@@ -216,7 +216,7 @@ def test_tree_report_that_fails_in_the_apply_command_runs_again_and_fails_loudly
                         lambda repo, out, paths: ["/proctor/harness/missing.py"])
     task = load_task(toolz_task)
     patch = task.reference_patch.read_bytes()
-    sb, applied = open_patched_sandbox(task, docker_ready, patch, tree_paths=[])
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch, tree_paths=[])
     with sb:
         assert applied.applied and applied.tree_report is None and not applied.tree_report_cut
         assert "@@proctor" not in applied.output

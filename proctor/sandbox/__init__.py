@@ -6,7 +6,13 @@ ownership and cleanup of what a sandbox leaves on the host."""
 
 from __future__ import annotations
 
-from proctor.sandbox.backends import check_required, choose_backend, open_sandbox, resolve_env
+from proctor.sandbox.backends import (
+    SandboxSpec,
+    check_required,
+    choose_backend,
+    open_sandbox,
+    resolve_env,
+)
 from proctor.sandbox.base import BACKENDS, ExecResult, Limits, Sandbox, register, tar_of_tree
 from proctor.sandbox.cleanup import remove_stale
 from proctor.sandbox.conformance import CHECKS, CheckResult, ConformanceError, run_conformance
@@ -37,7 +43,8 @@ __all__ = [
     "BACKENDS", "CLEAR_PARENTS_SH", "DEFAULT_BASE", "DockerSandbox", "ExecResult",
     "HARNESS_DIR", "HOME", "ITEM_TIMEOUT_FACTOR", "ITEM_TIMEOUT_SLACK_S", "KILL_AFTER_S",
     "KILLERS_WAIT_SLACK_S", "Limits", "OUT_DIR", "PYTHON", "REPO", "SANDBOX_PYTHON",
-    "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "STEPS_SLACK_S", "Sandbox", "Step", "build_image",
+    "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "STEPS_SLACK_S", "Sandbox", "SandboxSpec",
+    "Step", "build_image",
     "check_required", "choose_backend", "docker_client", "host_dir", "list_images",
     "open_sandbox", "prune_images", "register", "remove_stale", "resolve_env", "resolve_image",
     "run_steps", "tar_of_tree"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.errors import EngineUnavailable, TaskConfigError
@@ -91,6 +92,21 @@ def check_required(backend: str, required: list[str], root_owned: bool = False) 
         name, why = next(iter(missing.items()))
         raise TaskConfigError(f"the task requires the '{name}' limit, which the {backend} "
                               f"sandbox cannot enforce here ({why}); use --sandbox docker")
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a new sandbox is made from: ``env`` (an environment :func:`resolve_env` gave:
+    Docker's image tag, the local backend's tools venv), ``backend`` (a name in
+    :data:`~proctor.sandbox.base.BACKENDS`), its ``limits``, ``run_id`` (the label its
+    resources carry; default: random) and ``ttl_s`` (seconds after which the sweeper may
+    remove it if its owner is gone)."""
+
+    env: str
+    backend: str = "docker"
+    limits: Limits = field(default_factory=Limits)
+    run_id: str | None = None
+    ttl_s: float = 3600.0
 
 
 def open_sandbox(backend: str, env: str, limits: Limits = Limits(), run_id: str | None = None,

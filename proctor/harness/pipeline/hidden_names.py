@@ -172,7 +172,7 @@ def rename_hidden_tree(files: Mapping[str, bytes], suffix: str,
     return RenamedTree(out, paths, names, helper_paths)
 
 
-def rewrite_imports(source: bytes, names: Mapping[str, str]) -> bytes:  # noqa: C901
+def rewrite_imports(source: bytes, names: Mapping[str, str]) -> bytes:
     """``source`` with every absolute import of a top-level module in ``names`` (old ->
     new) made to import the new name while binding what it bound before; everything else
     byte for byte (line numbers, formatting, strings and comments that mention the name).
@@ -195,47 +195,63 @@ def rewrite_imports(source: bytes, names: Mapping[str, str]) -> bytes:  # noqa: 
         tree = ast_parse.parse(text)
     except (SyntaxError, ValueError, LookupError, RecursionError, MemoryError):
         return source
-    starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+    try:
+        edits = _import_edits(tree, _Positions(text), names)
+    except _Unlocatable:
+        return source
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text.encode(encoding)
 
-    def offset(lineno: int, col: int) -> int:  # ast col offsets count UTF-8 bytes
-        line_start = starts[lineno - 1]
-        prefix = text[line_start:line_start + col].encode("utf-8")[:col]
+
+class _Positions:
+    """Offsets into ``text`` of the AST's (line, column) positions."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+
+    def offset(self, lineno: int, col: int) -> int:
+        """The string offset of ``col`` (the AST's, in UTF-8 bytes) on line ``lineno``."""
+        line_start = self.starts[lineno - 1]
+        prefix = self.text[line_start:line_start + col].encode("utf-8")[:col]
         return line_start + len(prefix.decode("utf-8", "ignore"))
 
-    edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
+
+def _import_edits(tree: ast.AST, at: _Positions, names: Mapping[str, str]
+                  ) -> list[tuple[int, int, str]]:
+    """The (start, end, replacement) edits of :func:`rewrite_imports`.
+
+    Raises:
+        _Unlocatable: an import is not where the AST says it is.
+    """
+    text, edits = at.text, []
 
     def rename_at(pos: int, old: str) -> None:
         if not text.startswith(old, pos):
             raise _Unlocatable
         edits.append((pos, pos + len(old), names[old]))
 
-    try:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    top = alias.name.split(".")[0]
-                    if top not in names:
-                        continue
-                    rename_at(offset(alias.lineno, alias.col_offset), top)
-                    if alias.asname is None:
-                        end = offset(alias.end_lineno, alias.end_col_offset)
-                        bind = (f" as {top}" if "." not in alias.name
-                                else f", {names[top]} as {top}")
-                        edits.append((end, end, bind))
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                top = node.module.split(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
                 if top not in names:
                     continue
-                pos = offset(node.lineno, node.col_offset)
-                if not text.startswith("from", pos):
-                    raise _Unlocatable
-                gap = _GAP.match(text, pos + 4)
-                rename_at(gap.end(), top)
-    except _Unlocatable:
-        return source
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    return text.encode(encoding)
+                rename_at(at.offset(alias.lineno, alias.col_offset), top)
+                if alias.asname is None:
+                    end = at.offset(alias.end_lineno, alias.end_col_offset)
+                    bind = f" as {top}" if "." not in alias.name else f", {names[top]} as {top}"
+                    edits.append((end, end, bind))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            top = node.module.split(".")[0]
+            if top not in names:
+                continue
+            pos = at.offset(node.lineno, node.col_offset)
+            if not text.startswith("from", pos):
+                raise _Unlocatable
+            rename_at(_GAP.match(text, pos + 4).end(), top)
+    return edits
 
 
 class _Unlocatable(Exception):

@@ -25,7 +25,7 @@ from proctor.harness.pipeline.install import (
     repo_changes,
 )
 from proctor.harness.pipeline.outcomes import Trace
-from proctor.harness.pipeline.suites_in_sandbox import run_hidden
+from proctor.harness.pipeline.suites_in_sandbox import SuiteRequest, run_hidden
 from proctor.harness.pipeline.workspace import (
     check_restored,
     kill_user_processes,
@@ -269,8 +269,8 @@ def second_sandbox_steps(ctx: Measuring, rng, second: Future, taken: list,
             with timer("hidden_tests"):
                 hidden = suite_within(
                     m, deadline, "hidden", timeouts.per_suite,
-                    lambda t: run_hidden(sb, task, t, list(ctx.summary.files),
-                                         fresh=not task.config.install, rng=rng))
+                    lambda t: run_hidden(sb, task, SuiteRequest(t, list(ctx.summary.files), rng),
+                                         fresh=not task.config.install))
             with timer("mutation_score"):
                 if not skip_mutation(m, baseline, public_run, hidden):
                     measure_mutation(ctx, sb, public_run, hidden)

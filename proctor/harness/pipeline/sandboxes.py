@@ -22,7 +22,7 @@ from proctor.harness.pipeline.deadline import Deadline
 from proctor.harness.pipeline.measure import STEP_TIMEOUT_S, NoTime, harness_budget
 from proctor.harness.pipeline.suites_in_sandbox import open_patched_sandbox
 from proctor.harness.pipeline.workspace import ApplyResult
-from proctor.sandbox import Limits, Sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec
 from proctor.suites import Baseline
 from proctor.task import Task
 
@@ -38,16 +38,24 @@ class Env:
     baseline: Baseline
     limits: Limits
 
+    def spec(self, task: Task, rollout_id: str) -> SandboxSpec:
+        """How each sandbox of ``rollout_id``'s score is made: labelled with the rollout id,
+        expiring (for the sweeper) 300 s after the task's per-patch deadline."""
+        ttl = task.config.timeouts.per_patch + 300  # expiry: deadline + teardown slack
+        return SandboxSpec(self.tag, self.backend, self.limits, rollout_id, ttl)
+
 
 class SandboxPair:
-    """``with SandboxPair(task, env, data, rollout_id, deadline, overlap) as pair:`` then
+    """``with SandboxPair(task, spec, data, deadline, overlap) as pair:`` then
     :meth:`submit` host work, :meth:`start_second`, :meth:`open_first`, and (without
     overlap) :meth:`open_second_now`; :attr:`second` is the future of the second sandbox
-    (``(sandbox, ApplyResult)``) and :attr:`taken` lists it once its steps took it."""
+    (``(sandbox, ApplyResult)``) and :attr:`taken` lists it once its steps took it. Both
+    sandboxes are made as ``spec`` says, with ``task``'s repository and the patch ``data``
+    applied, within ``deadline``."""
 
-    def __init__(self, task: Task, env: Env, data: bytes, rollout_id: str,  # noqa: PLR0913
-                 deadline: Deadline, overlap: bool) -> None:
-        self.task, self.env, self.data, self.rollout_id = task, env, data, rollout_id
+    def __init__(self, task: Task, spec: SandboxSpec, data: bytes, deadline: Deadline,
+                 overlap: bool) -> None:
+        self.task, self.spec, self.data = task, spec, data
         self.deadline, self.overlap = deadline, overlap
         self.second: Future | None = None
         self.taken: list = []
@@ -87,11 +95,9 @@ class SandboxPair:
         """
         deadline = self.deadline
         given = harness_budget(deadline, "sandbox creation", STEP_TIMEOUT_S)
-        ttl = self.task.config.timeouts.per_patch + 300  # expiry: deadline + teardown slack
         try:
-            opened = open_patched_sandbox(self.task, self.env.tag, self.data, self.env.limits,
-                                          self.rollout_id, backend=self.env.backend,
-                                          ttl_s=ttl, timeout=given, tree_paths=tree_paths)
+            opened = open_patched_sandbox(self.task, self.spec, self.data, timeout=given,
+                                          tree_paths=tree_paths)
             cancel.adopt(opened[0])  # removed at once if the requester went away
             return opened
         except InfraError as exc:  # the copy and apply ran out of what the deadline left?

@@ -81,6 +81,7 @@ from proctor.harness.pipeline.outcomes import (
 )
 from proctor.harness.pipeline.sandboxes import Env, SandboxPair
 from proctor.harness.pipeline.suites_in_sandbox import (
+    SuiteRequest,
     run_public,
     suite_rng,
     task_baseline,
@@ -253,7 +254,8 @@ def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> Ending:
     env = _baseline(run, checked, choice)  # 2.
     if isinstance(env, Ending):
         return env
-    with SandboxPair(task, env, run.data, run.rollout_id, run.deadline, choice.overlap) as pair:
+    spec = env.spec(task, run.rollout_id)
+    with SandboxPair(task, spec, run.data, run.deadline, choice.overlap) as pair:
         judged = _sandbox(run, pair, checked)  # 3.
         if isinstance(judged, Ending):
             return judged
@@ -410,8 +412,8 @@ def _public_steps(ctx: Measuring, sb: Sandbox, patch_sha256: str) -> SuiteRun:
         rng = suite_rng(patch_sha256, task.fingerprint, "public")
         return suite_within(
             m, deadline, "public", task.config.timeouts.per_suite,
-            lambda t: run_public(sb, task, t, list(ctx.summary.files), restored=restored,
-                                 rng=rng))
+            lambda t: run_public(sb, task, SuiteRequest(t, list(ctx.summary.files), rng),
+                                 restored=restored))
 
 
 def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str

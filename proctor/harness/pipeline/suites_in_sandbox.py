@@ -11,6 +11,7 @@ import random
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from proctor import cache_dirs
@@ -28,7 +29,7 @@ from proctor.harness.pipeline.workspace import (
     unplace_hidden_tests,
 )
 from proctor.patch import parse_patch
-from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, open_sandbox
+from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, SandboxSpec, open_sandbox
 from proctor.suites import (
     Baseline,
     EmbeddedTripwire,
@@ -42,29 +43,23 @@ from proctor.suites import (
 from proctor.task import Task
 
 
-def open_task_sandbox(task: Task, image: str, limits: Limits = Limits(),
-                      run_id: str | None = None, *, backend: str = "docker",
-                      ttl_s: float = 3600.0) -> Sandbox:
-    """A fresh sandbox of ``backend`` (from ``image``: the environment
-    :func:`proctor.sandbox.backends.resolve_env` gave) holding the repo as a single-commit
-    git repo and the harness files. The caller closes it (use ``with``)."""
-    return open_patched_sandbox(task, image, None, limits, run_id, backend=backend,
-                                ttl_s=ttl_s)[0]
+def open_task_sandbox(task: Task, spec: SandboxSpec) -> Sandbox:
+    """A fresh sandbox made as ``spec`` says, holding the repo as a single-commit git repo
+    and the harness files. The caller closes it (use ``with``)."""
+    return open_patched_sandbox(task, spec, None)[0]
 
 
-def open_patched_sandbox(task: Task, image: str, patch: bytes | None,  # noqa: PLR0913
-                         limits: Limits = Limits(), run_id: str | None = None, *,
-                         backend: str = "docker", ttl_s: float = 3600.0,
+def open_patched_sandbox(task: Task, spec: SandboxSpec, patch: bytes | None, *,
                          timeout: float = 120.0, tree_paths: list[str] | None = None,
                          ) -> tuple[Sandbox, ApplyResult | None]:
     """Like :func:`open_task_sandbox`, with ``patch`` applied (``git apply`` and its
-    fallbacks) in the same sandbox command as the copy of the repo: (sandbox, how the
-    patch applied, None without a patch). A patch that does not apply leaves the pristine
-    repo (``applied`` False); the caller closes the sandbox either way. ``tree_paths``:
-    the same command also runs the post-apply tree report (see
+    fallbacks) in the same sandbox command as the copy of the repo (``timeout`` seconds):
+    (sandbox, how the patch applied, None without a patch). A patch that does not apply
+    leaves the pristine repo (``applied`` False); the caller closes the sandbox either way.
+    ``tree_paths``: the same command also runs the post-apply tree report (see
     :func:`~proctor.harness.pipeline.workspace.prepare_repo`)."""
     mounts = harness_mount()
-    sb = open_sandbox(backend, image, limits, run_id, ttl_s, mounts)
+    sb = open_sandbox(spec.backend, spec.env, spec.limits, spec.run_id, spec.ttl_s, mounts)
     try:
         if not mounts:  # before the apply command: it may run the tree report
             install_harness(sb)
@@ -144,27 +139,40 @@ def suite_rng(*parts: str) -> random.Random:
     return random.Random(int.from_bytes(seed[:16], "big"))
 
 
-def run_public(sb: Sandbox, task: Task, timeout: float,  # noqa: PLR0913
-               changed: list[str] | None = None, *, restored: bool = False,
-               rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
-    """Restore the pristine public tests, then run them (rootdir = the repo). ``changed``:
-    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
-    ``rng``: the run's draws (:func:`suite_rng`; default: unpredictable).
-    ``restored``: the caller already put them back, in a command of its own that ran
+@dataclass(frozen=True)
+class SuiteRequest:
+    """How one suite is run: ``timeout`` (seconds for the whole suite), ``changed`` (the
+    paths the patch touched; see :func:`~proctor.suites.pytest_runner.run_suite`), ``rng``
+    (the run's draws: where the tripwires go; :func:`suite_rng`; default: unpredictable) and
+    ``record_reach`` (see :func:`~proctor.suites.pytest_runner.run_suite`: the baseline's
+    reach run)."""
+
+    timeout: float
+    changed: list[str] | None = None
+    rng: random.Random | None = None
+    record_reach: bool = False
+
+    def run_suite_args(self, task: Task) -> dict:
+        """The keyword arguments of :func:`~proctor.suites.pytest_runner.run_suite` this
+        request and ``task`` give, whichever suite runs."""
+        return dict(repo=REPO, per_test_timeout=task.config.timeouts.per_test,
+                    suite_timeout=self.timeout, changed=self.changed, rng=self.rng,
+                    pythonpath=task.pythonpath_in(REPO), record_reach=self.record_reach)
+
+
+def run_public(sb: Sandbox, task: Task, req: SuiteRequest, *,
+               restored: bool = False) -> SuiteRun:
+    """Restore the pristine public tests, then run them as ``req`` says (rootdir = the
+    repo). ``restored``: the caller already put them back, in a command of its own that ran
     nothing of the patch after it (the executor's file checks end with it), so the
-    restore is skipped. ``record_reach``: see :func:`~proctor.suites.pytest_runner.run_suite`
-    (the baseline's reach run)."""
+    restore is skipped."""
     if not restored:
         restore_public_tests(sb, task)
-    return run_suite(sb, "public", rootdir=REPO, repo=REPO, targets=task.config.tests.public,
-                     per_test_timeout=task.config.timeouts.per_test, suite_timeout=timeout,
-                     changed=changed, rng=rng, pythonpath=task.pythonpath_in(REPO),
-                     record_reach=record_reach)
+    return run_suite(sb, "public", rootdir=REPO, targets=task.config.tests.public,
+                     **req.run_suite_args(task))
 
 
-def run_hidden(sb: Sandbox, task: Task, timeout: float,  # noqa: PLR0913
-               changed: list[str] | None = None, *, fresh: bool = False,
-               rng: random.Random | None = None, record_reach: bool = False) -> SuiteRun:
+def run_hidden(sb: Sandbox, task: Task, req: SuiteRequest, *, fresh: bool = False) -> SuiteRun:
     """Kill what the earlier steps left running, empty /tmp and HOME, copy the hidden tests
     in now (root-owned, read-only, helper modules under random names, a must-fail tripwire
     hidden among them) and run them. Where: by default a fresh unpredictable directory
@@ -173,26 +181,21 @@ def run_hidden(sb: Sandbox, task: Task, timeout: float,  # noqa: PLR0913
     the code under test can neither rename nor add to
     (:func:`~proctor.harness.pipeline.workspace.place_hidden_tests`; the plugin re-checks each
     file's bytes and that each hidden module was imported from its own file), taken out
-    again after (:func:`~proctor.harness.pipeline.workspace.unplace_hidden_tests`). ``changed``:
-    the paths the patch touched (see :func:`~proctor.suites.pytest_runner.run_suite`).
-    ``fresh``: nothing of the patch ran in ``sb`` yet (only the copy and ``git apply``):
-    nothing to kill, /tmp and HOME are still empty, so those two steps are skipped.
-    ``rng``: the run's draws (where the tripwires go: :func:`suite_rng`; default:
-    unpredictable). ``record_reach``: see :func:`~proctor.suites.pytest_runner.run_suite`
-    (the baseline's reach run)."""
+    again after (:func:`~proctor.harness.pipeline.workspace.unplace_hidden_tests`). The run
+    itself as ``req`` says. ``fresh``: nothing of the patch ran in ``sb`` yet (only the copy
+    and ``git apply``): nothing to kill, /tmp and HOME are still empty, so those two steps
+    are skipped."""
     if not fresh:
         kill_user_processes(sb)
         reset_scratch(sb)
     embedded: list[EmbeddedTripwire | None] = []
 
     def hide_tripwire(files: dict[str, bytes]) -> dict[str, bytes]:
-        files, trip = embed_tripwire(files, rng)
+        files, trip = embed_tripwire(files, req.rng)
         embedded.append(trip)
         return files
 
-    common = dict(repo=REPO, per_test_timeout=task.config.timeouts.per_test,
-                  suite_timeout=timeout, changed=changed, rng=rng,
-                  pythonpath=task.pythonpath_in(REPO), record_reach=record_reach)
+    common = req.run_suite_args(task)
     if not task.config.hidden_at_upstream_path:
         hidden, files = plan_hidden_tests(task, hide_tripwire)
         # put with the run's tripwire directory: one sandbox operation for both
@@ -280,7 +283,7 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
 
     def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
         out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
-        sb, applied = open_patched_sandbox(task, image, patch, limits, backend=backend)
+        sb, applied = open_patched_sandbox(task, SandboxSpec(image, backend, limits), patch)
         with sb:
             if applied is not None and not applied.applied:
                 raise TaskConfigError(
@@ -291,8 +294,8 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
             for _ in range(runs):
                 touched = [] if patch is None else list(parse_patch(
                     patch.decode("utf-8", "replace")).files)
-                for run in (run_public(sb, task, task.config.timeouts.per_suite, touched),
-                            run_hidden(sb, task, task.config.timeouts.per_suite, touched)):
+                req = SuiteRequest(task.config.timeouts.per_suite, touched)
+                for run in (run_public(sb, task, req), run_hidden(sb, task, req)):
                     _check_baseline_run(task, run, state)
                     if run.suite == "hidden" and (patch is not None
                                                   or task.reference_patch is None):
@@ -312,13 +315,13 @@ def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: s
     map to trust)."""
 
     def record_reach() -> dict[str, ReachMap | None]:
-        sb, _ = open_patched_sandbox(task, image, None, limits, backend=backend)
+        sb, _ = open_patched_sandbox(task, SandboxSpec(image, backend, limits), None)
         with sb:
             if task.config.install:
                 install_at_baseline(sb, task, "the base repo")
             per_suite = task.config.timeouts.per_suite
-            runs = (run_public(sb, task, per_suite, [], record_reach=True),
-                    run_hidden(sb, task, per_suite, [], record_reach=True))
+            req = SuiteRequest(per_suite, [], record_reach=True)
+            runs = (run_public(sb, task, req), run_hidden(sb, task, req))
         return {r.suite: None if r.tampered or r.tripwire else r.reach for r in runs}
 
     return record_reach

@@ -567,13 +567,27 @@ class PlacedHidden:
     moved: list[str]
 
 
-def _step(sb: Sandbox, script: str, args: dict, what: str, timeout: float, *,  # noqa: PLR0913
-          root: bool, stdin: bytes | None = None) -> str:
-    res = sb.run(["python3", "-I", "-S", "-c", script, json.dumps(args)], timeout=timeout,
-                 user="0:0" if root else None, cwd="/", stdin=stdin)
-    if not res.ok:
-        raise InfraError(f"cannot {what} the hidden tests: {res.output[-1000:]}")
-    return res.output
+@dataclass(frozen=True)
+class _Commands:
+    """The placement's commands in ``sb``: each a Python script given the placement's
+    ``args`` (JSON) and ``timeout`` seconds."""
+
+    sb: Sandbox
+    args: dict
+    timeout: float
+
+    def run(self, script: str, what: str, *, root: bool, stdin: bytes | None = None) -> str:
+        """Run ``script`` as root or as the sandbox user; its output.
+
+        Raises:
+            InfraError: the command failed (``what``: the verb the message names).
+        """
+        res = self.sb.run(["python3", "-I", "-S", "-c", script, json.dumps(self.args)],
+                          timeout=self.timeout, user="0:0" if root else None, cwd="/",
+                          stdin=stdin)
+        if not res.ok:
+            raise InfraError(f"cannot {what} the hidden tests: {res.output[-1000:]}")
+        return res.output
 
 
 def _placement_args(placement: HiddenPlacement) -> dict:
@@ -618,12 +632,11 @@ def place_hidden_tests(sb: Sandbox, placement: HiddenPlacement, files: dict[str,
     if not getattr(sb, "ROOT_OWNED_FILES", True):
         raise InfraError(f"the {getattr(sb, 'name', '?')} sandbox cannot make the hidden "
                          "tests root-owned (hidden_at_upstream_path needs --sandbox docker)")
-    args = _placement_args(placement)
-    modes = json.loads(_step(sb, _U1, args, "stage", timeout, root=False) or "{}")
-    _step(sb, _R1, args, "place", timeout, root=True)
-    moved = json.loads(_step(sb, _U2, args, "place", timeout, root=False) or "[]")
-    _step(sb, _R2, args, "place", timeout, root=True,
-          stdin=_hidden_tar({**placement.conftests, **files}))
+    cmd = _Commands(sb, _placement_args(placement), timeout)
+    modes = json.loads(cmd.run(_U1, "stage", root=False) or "{}")
+    cmd.run(_R1, "place", root=True)
+    moved = json.loads(cmd.run(_U2, "place", root=False) or "[]")
+    cmd.run(_R2, "place", root=True, stdin=_hidden_tar({**placement.conftests, **files}))
     return PlacedHidden(placement, modes, moved)
 
 
@@ -645,11 +658,12 @@ def unplace_hidden_tests(sb: Sandbox, placed: PlacedHidden, timeout: float = 60)
     public run of the baseline, the benchmark) see the patched repository as before. Call
     it only after every process of the hidden run is gone (the runner's supervisor kills
     what the tests left). Raises InfraError when a command fails."""
-    args = {**_placement_args(placed.placement), "modes": placed.modes, "moved": placed.moved}
-    _step(sb, _R3, args, "remove", timeout, root=True)
-    _step(sb, _U3, args, "remove", timeout, root=False)
-    _step(sb, _R4, args, "remove", timeout, root=True)
-    _step(sb, _U4, args, "remove", timeout, root=False)
+    cmd = _Commands(sb, {**_placement_args(placed.placement), "modes": placed.modes,
+                         "moved": placed.moved}, timeout)
+    cmd.run(_R3, "remove", root=True)
+    cmd.run(_U3, "remove", root=False)
+    cmd.run(_R4, "remove", root=True)
+    cmd.run(_U4, "remove", root=False)
 
 
 def place_bench_dir(sb: Sandbox, task: Task) -> str | None:
