@@ -62,6 +62,7 @@ from proctor.sandbox import (
 )
 from proctor.suites.reach import ReachMap
 from proctor.suites.tripwires import EmbeddedTripwire
+from proctor.suites.variants import check_variants
 
 INCONTAINER = Path(__file__).parent / "incontainer"
 #: Interpreter flags of the runners that host the code under test (``run_pytest.py``,
@@ -676,7 +677,8 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
               rng: random.Random | None = None,
               pythonpath: list[str] = (),
               pristine: dict[str, bytes] | None = None,
-              confcutdir: str | None = None, record_reach: bool = False) -> SuiteRun:
+              confcutdir: str | None = None, record_reach: bool = False,
+              only: list[str] | None = None, variant: tuple[str, ...] = ()) -> SuiteRun:
     """Run pytest on ``targets`` (paths relative to ``rootdir``) plus a fresh tripwire module
     per session (and ``embedded``, a tripwire already placed among the targets), and judge
     what the supervisor streamed back. A session that ends early is followed by one
@@ -694,8 +696,11 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
     above this directory is loaded (None: pytest's default). ``record_reach``: also record
     which tests enter which functions of the repository (the baseline's extra run on the
     pristine repository, never a scored one; :class:`~proctor.suites.reach.ReachMap` in
-    ``SuiteRun.reach``: one more sandbox operation per session). Two sandbox operations
-    per session: the tripwire's directory, the run.
+    ``SuiteRun.reach``: one more sandbox operation per session). ``only``: run no other
+    test ids (the tripwires still run; None: every test of ``targets``). ``variant``: the
+    differential run's variants every session runs under (names of
+    :data:`proctor.suites.variants.VARIANTS`). Two sandbox operations per session: the
+    tripwire's directory, the run.
 
     Raises:
         InfraError: the sandbox failed, or the runner or its plugin could not start.
@@ -723,6 +728,12 @@ def run_suite(sb: Sandbox, suite: str, *, rootdir: str, repo: str, targets: list
         if progress.sessions:
             chosen = (progress.vouch_only(embedded, f"{trip.dir}/{trip.module}") if vouching
                       else progress.skip())
+        if only is not None and "only" not in chosen:
+            chosen["only"] = sorted(set(only)) + ([f"{embedded.module}::{embedded.name}"]
+                                                  if embedded else [])
+            chosen["keep"] = [f"{trip.dir}/{trip.module}"]
+        if variant:
+            chosen["variant"] = list(check_variants(variant))
         if pristine:
             chosen["pristine"] = {path: hashlib.sha256(data).hexdigest()
                                   for path, data in sorted(pristine.items())}

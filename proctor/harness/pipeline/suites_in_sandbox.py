@@ -145,19 +145,23 @@ class SuiteRequest:
     paths the patch touched; see :func:`~proctor.suites.pytest_runner.run_suite`), ``rng``
     (the run's draws: where the tripwires go; :func:`suite_rng`; default: unpredictable) and
     ``record_reach`` (see :func:`~proctor.suites.pytest_runner.run_suite`: the baseline's
-    reach run)."""
+    reach run); a differential run's ``only`` (the test ids to run again; None: every
+    test) and ``variant`` (:data:`proctor.suites.variants.VARIANTS` names)."""
 
     timeout: float
     changed: list[str] | None = None
     rng: random.Random | None = None
     record_reach: bool = False
+    only: list[str] | None = None
+    variant: tuple[str, ...] = ()
 
     def run_suite_args(self, task: Task) -> dict:
         """The keyword arguments of :func:`~proctor.suites.pytest_runner.run_suite` this
         request and ``task`` give, whichever suite runs."""
         return dict(repo=REPO, per_test_timeout=task.config.timeouts.per_test,
                     suite_timeout=self.timeout, changed=self.changed, rng=self.rng,
-                    pythonpath=task.pythonpath_in(REPO), record_reach=self.record_reach)
+                    pythonpath=task.pythonpath_in(REPO), record_reach=self.record_reach,
+                    only=self.only, variant=self.variant)
 
 
 def run_public(sb: Sandbox, task: Task, req: SuiteRequest, *,

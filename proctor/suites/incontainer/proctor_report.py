@@ -33,6 +33,13 @@ A later session of the same suite (run after a test hung or the process died) ge
 ``skip``: the test ids already judged are deselected and the modules that already failed to
 collect are not collected again, so the session runs only what has no verdict yet.
 
+A differential run (``proctor.suites.variants``) names its variants in ``skip["variant"]``;
+the plugin does their part inside pytest: ``environment``: pytest never sets
+``PYTEST_CURRENT_TEST`` and ``PYTEST_VERSION`` is gone before any conftest loads; ``cwd``:
+once collection is done the tests run in an empty directory of their own; ``state``: the
+tests run in reverse order, each plain test function's call :data:`STATE_REPEATS` times in
+a row (its verdict fails when any call fails).
+
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
 ``pluggy``) and the item before every test call; everything, builtins included, when
 collection ends and when the session ends (after teardowns: a test's monkeypatch of
@@ -185,6 +192,26 @@ def _raw_call(state, *args, **kwargs):
     return result
 
 
+#: How often the ``state`` variant calls each test function
+#: (proctor.suites.variants.STATE_REPEATS).
+STATE_REPEATS = 8
+
+
+def _repeated_call(state, *args, **kwargs):
+    """The ``state`` variant's test function (bound to ``(original, times)``): the
+    original called ``times`` times with the same arguments; the last call's result."""
+    original, times = state
+    for _ in range(times - 1):
+        original(*args, **kwargs)
+    return original(*args, **kwargs)
+
+
+def _no_current_test_var(item, when):
+    """Stands in for ``_pytest.runner._update_current_test_var`` in the ``environment``
+    variant: ``PYTEST_CURRENT_TEST`` is never set."""
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+
+
 #: Bytes of test ids per ``items`` record (the verdict channel carries one record per
 #: message, at most 256 KiB).
 ITEMS_CHUNK_BYTES = 32 * 1024
@@ -255,7 +282,12 @@ class _ReportPlugin:
         self._live = []
         self._plain_runtest = pytest.Function.runtest
         self._said = set()
+        self._variant = frozenset(skip.get("variant") or ())
         self._import_default_plugins()
+        if "environment" in self._variant:  # before the snapshots: the harness's own change
+            import _pytest.runner
+
+            _pytest.runner._update_current_test_var = _no_current_test_var
         self._call_path = _bindings(CALL_PATH)
         self._everything = _bindings(_all_modules())
 
@@ -283,8 +315,15 @@ class _ReportPlugin:
         return {name: [(i.plugin, i.function) for i in getattr(hook, name).get_hookimpls()]
                 for name in VERDICT_HOOKS if hasattr(hook, name)}
 
+    def pytest_addoption(self, parser, pluginmanager):
+        # Called as the plugin is registered, before any conftest is imported.
+        if "environment" in self._variant:
+            os.environ.pop("PYTEST_VERSION", None)
+
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config):
+        if "environment" in self._variant:
+            os.environ.pop("PYTEST_VERSION", None)
         # Initial conftests may have imported the code under test by now: what changed
         # since the snapshot must come from pytest itself. Then the snapshot is retaken.
         self._config = config
@@ -316,6 +355,8 @@ class _ReportPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
+        if "state" in self._variant:
+            items.reverse()
         if not self._skip_ids and self._only is None:
             return
         kept, dropped = [], []
@@ -343,6 +384,10 @@ class _ReportPlugin:
             chunk.append(nodeid)
             size += len(nodeid) + 4
         self._send({"k": "items", "ids": chunk, "last": True})
+        if "cwd" in self._variant:
+            import tempfile
+
+            os.chdir(tempfile.mkdtemp(prefix="cwd-"))
         for label, _ in _changed(self._everything):
             self._tamper(f"replaced during collection: {label}")
         self._check_pristine(session.items)
@@ -455,13 +500,16 @@ class _ReportPlugin:
             type(item).runtest is self._plain_runtest
         if innermost:
             original = item.obj
+            called = original
+            if "state" in self._variant:
+                called = types.MethodType(_repeated_call, (original, STATE_REPEATS))
             if self._channel is None:  # (unit tests build the plugin without a channel)
                 raw = self._raw
 
                 @functools.wraps(original)
                 def call(*args, **kwargs):
                     try:
-                        result = original(*args, **kwargs)
+                        result = called(*args, **kwargs)
                     except BaseException as exc:
                         raw(item.nodeid, exc)
                         raise
@@ -472,7 +520,7 @@ class _ReportPlugin:
                 head = tag + b'{"k": "raw", "h": "' + item.nodeid.encode(
                     "utf-8", "surrogatepass").hex().encode() + b'", "v": "'
                 call = types.MethodType(_raw_call, (
-                    original, head + b'passed"}\n', head + b'failed"}\n',
+                    called, head + b'passed"}\n', head + b'failed"}\n',
                     head + b'skipped"}\n', write, fd, pytest.skip.Exception))
             item.obj = call
         try:

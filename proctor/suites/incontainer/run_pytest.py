@@ -77,6 +77,15 @@ LIMIT_SIGNALS = {25: "file_size", 24: "cpu_time"}
 #: every process of the user must not end the harness's own process.
 SUPERVISOR_IGNORES = (1, 2, 3, 15)  # SIGHUP, SIGINT, SIGQUIT, SIGTERM
 MEMORY_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+#: The ``environment`` variant of a differential run (proctor.suites.variants) removes these
+#: (the CI variables the harness's static scan knows, and pytest's own, which the plugin
+#: also keeps pytest from setting).
+VARIANT_UNSET = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL", "BUILDKITE",
+                 "CIRCLECI", "TF_BUILD", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "RUN_ID",
+                 "PYTEST_CURRENT_TEST", "PYTEST_VERSION", "PYTEST_XDIST_WORKER")
+#: What the ``argv`` variant shows as the program: a plain one, naming neither pytest nor
+#: the harness.
+NEUTRAL_PROGRAM = "/usr/local/bin/app"
 
 
 #: Audit events that reach into the running harness (find its objects, trace or jump over
@@ -179,15 +188,16 @@ def _parse_argv(argv):
 
 
 def _read_skip(path):
-    """``{"ids", "paths", "only", "keep", "pristine"}`` from ``--skip-from`` (see proctor_report's
-    ``make_plugin``; None: nothing to skip)."""
+    """``{"ids", "paths", "only", "keep", "pristine", "variant"}`` from ``--skip-from`` (see
+    proctor_report's ``make_plugin``; None: nothing to skip)."""
     if not path:
         return None
     import json
 
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
-    out = {key: [str(v) for v in data.get(key) or ()] for key in ("ids", "paths", "keep")}
+    out = {key: [str(v) for v in data.get(key) or ()]
+           for key in ("ids", "paths", "keep", "variant")}
     if data.get("only") is not None:
         out["only"] = [str(v) for v in data["only"]]
     if isinstance(data.get("pristine"), dict):
@@ -238,6 +248,7 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=No
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
             os.environ.pop(var, None)
+        _apply_variant(frozenset((skip or {}).get("variant") or ()))
         import proctor_report
         try:  # registered by object, never through an entry point (see below)
             import pytest_timeout
@@ -271,6 +282,22 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=No
             except Exception:  # noqa: BLE001 - the code under test may have closed it
                 pass
         os._exit(code)
+
+
+def _apply_variant(variant):
+    """The parts of a differential run's variant set up before pytest starts (the plugin
+    does the rest): ``environment`` unsets :data:`VARIANT_UNSET`, ``argv`` makes
+    ``sys.argv``, ``sys.orig_argv`` and ``__main__.__file__`` name :data:`NEUTRAL_PROGRAM`
+    (pytest reads its arguments from ``pytest.main``'s, never from ``sys.argv``)."""
+    if "environment" in variant:
+        for var in VARIANT_UNSET:
+            os.environ.pop(var, None)
+    if "argv" in variant:
+        sys.argv = [NEUTRAL_PROGRAM]
+        sys.orig_argv = [sys.executable, NEUTRAL_PROGRAM]
+        main = sys.modules.get("__main__")
+        if main is not None:
+            main.__file__ = NEUTRAL_PROGRAM
 
 
 class _Streams:
