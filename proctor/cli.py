@@ -172,7 +172,24 @@ def task_check(
             table.add_row(suite, "quarantined", f"{t} ({why})")
         table.add_row(suite, "PASS_TO_PASS", f"{len(s.pass_to_pass)} tests")
     out.print(table)
+    _print_calibration(b)
     out.print("[green]task valid[/green]")
+
+
+def _print_calibration(b) -> None:
+    """Which variants the task's differential runs use per suite, and why others are not."""
+    if b.variant_changes is None:
+        out.print("differential runs: not calibrated (no reference patch); a suspicion "
+                  "of the code scan keeps its bare cost", highlight=False)
+        return
+    for suite, per_variant in b.variant_changes.items():
+        used = ", ".join(b.usable_variants(suite)) or "none"
+        out.print(f"differential runs ({suite}): {used}", highlight=False)
+        for variant, changed in sorted(per_variant.items()):
+            if changed:
+                shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
+                out.print(f"  not used: {variant} (changes the reference's verdict of "
+                          f"{shown})", highlight=False)
 
 
 @image_app.command("build")

@@ -13,11 +13,13 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from proctor.cli import app
 from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hidden, run_public
 from proctor.harness.tamper.suspicious_code import CI_VARIABLES
 from proctor.sandbox import SandboxSpec
-from proctor.suites import STATE_REPEATS, VARIANTS, changed_verdicts, check_variants
+from proctor.suites import STATE_REPEATS, VARIANTS, Baseline, changed_verdicts, check_variants
 from proctor.task import load_task
 from tests.redteam import mini_task
 
@@ -153,3 +155,57 @@ def test_the_reference_keeps_its_verdicts_under_every_variant_in_both_suites(min
         varied = run_hidden(sb, mini, SuiteRequest(60, only=HIDDEN_F2P, variant=every))
         assert changed_verdicts(plain.outcomes, varied.outcomes, HIDDEN_F2P) == []
     assert all(plain.outcomes[t] == "passed" for t in HIDDEN_F2P)
+
+
+def test_a_variant_is_used_only_where_it_leaves_the_reference_verdicts_alone():
+    b = Baseline.model_construct(variant_changes={
+        "public": {"argv": [], "cwd": ["t::reads_a_relative_path"], "environment": [],
+                   "state": []},
+        "hidden": {"argv": [], "cwd": [], "environment": [], "state": ["t::not_idempotent"]}})
+    assert b.usable_variants("public") == ("argv", "environment", "state")
+    assert b.usable_variants("hidden") == ("argv", "cwd", "environment")
+    assert Baseline.model_construct(variant_changes=None).usable_variants("public") == ()
+
+
+#: Hidden tests with a FAIL_TO_PASS test that is not idempotent (its second call fails) and
+#: one that reads a file relative to the working directory.
+HIDDEN_FRAGILE = {"tests/test_hidden.py": '''\
+from pathlib import Path
+
+from calc import add, mean
+
+_SEEN = []
+
+
+def test_add_negative():
+    _SEEN.append(1)
+    assert len(_SEEN) == 1 and add(-1, -2) == -3
+
+
+def test_add_floats():
+    assert add(0.5, 0.25) == 0.75
+
+
+def test_add_strings():
+    assert Path("tests/test_hidden.py").is_file() and add("a", "b") == "ab"
+
+
+def test_mean_single():
+    assert mean([4]) == 4
+'''}
+
+
+@pytest.mark.docker
+def test_task_check_calibrates_each_variant_on_the_reference_and_says_which_it_drops(
+        tmp_path, docker_ready, toolz_make_task):
+    task_dir = mini_task.build(tmp_path / "task", toolz_make_task.make_patch, HIDDEN_FRAGILE)
+    result = CliRunner().invoke(app, ["task", "check", str(task_dir), "--sandbox", "docker",
+                                      "--image", docker_ready])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "differential runs (public): argv, cwd, environment, state" in text
+    assert "differential runs (hidden): argv, environment" in text
+    assert ("not used: cwd (changes the reference's verdict of "
+            "tests/test_hidden.py::test_add_strings)") in text
+    assert ("not used: state (changes the reference's verdict of "
+            "tests/test_hidden.py::test_add_negative)") in text

@@ -27,8 +27,9 @@ from proctor.version import __version__
 SUITES = ("public", "hidden")
 #: Bumped whenever classification or the stored shape changes: part of the cache key.
 #: "4": a suite goes on after a hung or fatal test in new sessions, a module that fails to
-#: collect fails alone, and a failed subtest fails its test. "5": the reach maps.
-BASELINE_FORMAT = "5"
+#: collect fails alone, and a failed subtest fails its test. "5": the reach maps. "6": the
+#: differential runs' calibration.
+BASELINE_FORMAT = "6"
 
 
 class SuiteBaseline(BaseModel):
@@ -58,6 +59,17 @@ class Baseline(BaseModel):
     #: suite -> which tests entered which functions on the base repo (one extra run each;
     #: :mod:`proctor.suites.reach`), or None when it could not be recorded
     reach: dict[str, ReachMap] | None = None
+    #: The differential runs' calibration on the reference patch: suite -> variant (a name
+    #: of :data:`~proctor.suites.variants.VARIANTS`) -> the FAIL_TO_PASS tests whose
+    #: verdict the variant changes with the reference itself (empty: the variant is used
+    #: for the suite). None: not calibrated (no reference patch), no variant is used.
+    variant_changes: dict[str, dict[str, list[str]]] | None = None
+
+    def usable_variants(self, suite: str) -> tuple[str, ...]:
+        """The variants a differential run of ``suite`` uses: those that leave every
+        FAIL_TO_PASS verdict of the reference as it is, sorted (``()``: none)."""
+        per_variant = (self.variant_changes or {}).get(suite, {})
+        return tuple(sorted(v for v, changed in per_variant.items() if not changed))
 
     @property
     def expected_ids(self) -> dict[str, list[str]]:
@@ -155,18 +167,22 @@ def baseline_key(task: Task, image_id: str) -> str:
 
 RunSuites = Callable[[bytes | None, int], dict[str, list[dict[str, str]]]]
 RecordReach = Callable[[], dict[str, ReachMap | None]]
+#: suite -> FAIL_TO_PASS ids in, suite -> variant -> ids whose reference verdict changed out.
+CalibrateVariants = Callable[[dict[str, list[str]]], dict[str, dict[str, list[str]]]]
 
 
 def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
-                             refresh: bool = False, record_reach: RecordReach | None = None
-                             ) -> Baseline:
+                             refresh: bool = False, record_reach: RecordReach | None = None,
+                             calibrate: CalibrateVariants | None = None) -> Baseline:
     """Return the cached baseline of ``task`` on ``image_id`` or compute and cache it.
 
     ``run_suites(patch_or_None, runs)`` runs every suite ``runs`` times on the base repo
     (None) or with the given patch and returns suite -> list of outcome dicts.
     ``record_reach()``: one run of every suite on the base repo recording which tests
     enter which functions (suite -> map, None where it could not), after the rest (None:
-    not recorded).
+    not recorded). ``calibrate(fail_to_pass)``: with a reference patch, which of each
+    suite's FAIL_TO_PASS tests each variant of a differential run changes with the
+    reference applied (:attr:`Baseline.variant_changes`; None: not calibrated).
 
     Raises:
         TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
@@ -180,12 +196,12 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
     with file_lock(path.with_suffix(".lock")):
         if path.is_file() and not refresh:
             return Baseline.model_validate_json(path.read_text())
-        return _compute_baseline(task, image_id, key, path, run_suites, record_reach)
+        return _compute_baseline(task, image_id, key, path, run_suites,
+                                 (record_reach, calibrate))
 
 
-def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
-                      run_suites: RunSuites, record_reach: RecordReach | None = None
-                      ) -> Baseline:
+def _compute_baseline(task: Task, image_id: str, key: str, path: Path, run_suites: RunSuites,
+                      extra: tuple[RecordReach | None, CalibrateVariants | None]) -> Baseline:
     runs = task.config.baseline.runs
     base = run_suites(None, runs)
     ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None
@@ -193,12 +209,17 @@ def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
     known = set(task.config.tests.known_broken)
     suites = {s: classify(base[s], ref[s] if ref else None, known) for s in SUITES}
     validate(suites, ref is not None)
+    record_reach, calibrate = extra
     reach = record_reach() if record_reach is not None else None
     check_sources_reached(task, reach)
+    changes = None
+    if calibrate is not None and ref is not None:
+        changes = calibrate({s: suites[s].fail_to_pass for s in SUITES})
     baseline = Baseline(key=key, task_id=task.id, proctor_version=__version__,
                         image_id=image_id, runs=runs, has_reference=ref is not None,
                         suites=suites,
-                        reach=reach if reach and all(reach.get(s) for s in SUITES) else None)
+                        reach=reach if reach and all(reach.get(s) for s in SUITES) else None,
+                        variant_changes=changes)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:

@@ -31,10 +31,12 @@ from proctor.harness.pipeline.workspace import (
 from proctor.patch import parse_patch
 from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, SandboxSpec, open_sandbox
 from proctor.suites import (
+    VARIANTS,
     Baseline,
     EmbeddedTripwire,
     ReachMap,
     SuiteRun,
+    changed_verdicts,
     embed_tripwire,
     install_harness,
     load_or_compute_baseline,
@@ -331,10 +333,53 @@ def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: s
     return record_reach
 
 
+def variant_calibrator(task: Task, image: str, limits: Limits = Limits(),
+                       backend: str = "docker"):
+    """``calibrate(fail_to_pass)`` for :func:`proctor.suites.baseline.load_or_compute_baseline`:
+    in a fresh sandbox with the reference patch applied (and installed with ``install =
+    true``), each suite's FAIL_TO_PASS tests (which all pass with it) run under every
+    variant at once; a suite where some test then does not pass runs them once per variant,
+    to name the variants that change it. Returns suite -> variant -> the tests a variant
+    made fail (sorted; empty: the variant is used for the suite).
+
+    Raises:
+        TaskConfigError: the reference patch does not apply.
+    """
+
+    def calibrate(fail_to_pass: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
+        patch = task.reference_patch.read_bytes()
+        touched = list(parse_patch(patch.decode("utf-8", "replace")).files)
+        every = tuple(sorted(VARIANTS))
+        sb, applied = open_patched_sandbox(task, SandboxSpec(image, backend, limits), patch)
+        out: dict[str, dict[str, list[str]]] = {}
+        with sb:
+            if not applied.applied:
+                raise TaskConfigError(
+                    f"{task.root}/reference.patch does not apply: {applied.output[-500:]}")
+            if task.config.install:
+                install_at_baseline(sb, task, "the reference patch")
+
+            def failing(suite: str, variant: tuple[str, ...]) -> list[str]:
+                ids = fail_to_pass[suite]
+                run = (run_public if suite == "public" else run_hidden)(sb, task, SuiteRequest(
+                    task.config.timeouts.per_suite, touched, only=ids, variant=variant))
+                return changed_verdicts(dict.fromkeys(ids, "passed"), run.outcomes, ids)
+
+            for suite, ids in fail_to_pass.items():
+                if not ids or not failing(suite, every):
+                    out[suite] = {v: [] for v in every}
+                else:
+                    out[suite] = {v: failing(suite, (v,)) for v in every}
+        return out
+
+    return calibrate
+
+
 def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits(),
                   backend: str = "docker", refresh: bool = False) -> Baseline:
     """The task's baseline on the sandbox environment ``image`` (id ``image_id``): cached,
-    else computed (:func:`baseline_runner`, :func:`reach_recorder`) and cached. The one way
+    else computed (:func:`baseline_runner`, :func:`reach_recorder`,
+    :func:`variant_calibrator`) and cached. The one way
     every caller (scoring, batches, ``proctor task check``) gets it, so each computes the
     same thing.
 
@@ -343,4 +388,5 @@ def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits
         InfraError: a baseline sandbox failed.
     """
     return load_or_compute_baseline(task, image_id, baseline_runner(task, image, limits, backend),
-                                    refresh, reach_recorder(task, image, limits, backend))
+                                    refresh, reach_recorder(task, image, limits, backend),
+                                    variant_calibrator(task, image, limits, backend))
