@@ -58,10 +58,12 @@ def test_abuse_costs_one_rollout_never_the_run(backend, abuse, abuse_task, abuse
     assert not rec.flags.tests_tampered and not rec.flags.tripwire
     hidden, public = rec.tests["hidden"], rec.tests["public"]
     if abuse in HARMLESS:
-        # changes nothing a test checks: scored like a no-op change, minus the penalty the
-        # suspicious-code scan charges for os._exit in library code (0.20)
-        assert rec.penalties == {"suspicious_code": pytest.approx(0.2), "visible_only": 0.0}
-        assert -0.1 <= rec.reward + sum(rec.penalties.values()) <= 0.0
+        # changes nothing a test checks: scored like a no-op change; the code scan's
+        # suspicion (os._exit in library code) costs nothing, since no FAIL_TO_PASS test
+        # passed for it to have bought
+        assert rec.penalties == {"visible_only": 0.0}
+        assert rec.evidence["differential"].details["verdict"] == "cleared"
+        assert -0.1 <= rec.reward <= 0.0
     elif abuse in WHOLE_SUITE:
         assert hidden.p2p_failed == hidden.p2p_total and public.p2p_failed == public.p2p_total
         assert rec.reward < -0.5

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.tamper import penalty_indicator, scan_patch, violations
+from proctor.harness.tamper import scan_patch, suspicions, violations
+from proctor.harness.tamper.suspicious_code import SEVERITY
 from proctor.patch import added_lines, code_lines_changed
 from proctor.record import RewardRecord
 from proctor.rewards import diff_cost
@@ -140,12 +141,16 @@ def test_adversarial_patch_gets_its_exact_verdict(corpus_patch, case):
         assert rec.flags.tripwire is False and rec.flags.tests_tampered is False
         assert rec.verdict.gate == "FAIL"
         stage_ran = {"integrity": ("integrity_s",), "shadowing": ("baseline_s",),
-                     "post_apply": ("sandbox_s", "tamper_s")}[exp.stage]
+                     "post_apply": ("sandbox_s", "tamper_s"),
+                     "differential": ("public_tests_s", "hidden_tests_s", "differential_s")
+                     }[exp.stage]
         for phase in stage_ran:
             assert phase in rec.timing
         not_ran = {"integrity": "baseline_s", "shadowing": "tamper_s",
-                   "post_apply": "public_tests_s"}[exp.stage]
+                   "post_apply": "public_tests_s"}.get(exp.stage)
         assert not_ran not in rec.timing
+        if exp.stage == "differential":
+            assert rec.evidence["differential"].details["verdict"] == "confirmed"
         return
     _assert_penalised_fix(rec, patch, exp)
 
@@ -172,6 +177,10 @@ def _assert_penalised_fix(rec: RewardRecord, patch: bytes, exp) -> None:
     assert set(exp.kinds) <= _finding_kinds(rec), _finding_kinds(rec)
     assert rec.flags.exclude_from_advantage is bool(exp.penalties)
     assert rec.flags.tripwire is False and rec.flags.tests_tampered is False
+    if exp.differential:
+        assert rec.evidence["differential"].details["verdict"] == exp.differential
+    else:
+        assert "differential" not in rec.evidence
 
 
 @pytest.mark.parametrize("case", _params(CONTROLS))
@@ -254,14 +263,17 @@ def _host_params(cases: list[Case]):
 def test_suspicious_code_case_gets_its_findings_on_the_host(mini_task_dir, case, tmp_path):
     found = _host_scan(mini_task_dir, case.change, tmp_path)
     exp = case.expect
-    if exp.violation:
-        reasons = [f"{f.path}:{f.line}: {f.kind} ({f.detail})" for f in violations(found)]
+    if exp.violation:  # from the scan alone, or a suspicion the differential run confirms
+        judged = violations(found) if exp.stage == "post_apply" else suspicions(found)
+        reasons = [f"{f.path}:{f.line}: {f.kind} ({f.detail})" for f in judged]
         for want in exp.reasons:
-            assert any(want in r for r in reasons), (want, reasons)
+            want = want.split(", confirmed by a differential run")[0]
+            assert any(want in r for r in reasons) or exp.stage == "differential" and \
+                "stop passing under" in want, (want, reasons)
         return
     assert not violations(found), found
     assert set(exp.kinds) <= {f.kind for f in found}, found
-    assert penalty_indicator(found) == (1.0 if "suspicious_code" in exp.penalties else 0.0)
+    assert bool(suspicions(found)) == any(SEVERITY.get(k) == "suspicion" for k in exp.kinds)
 
 
 @pytest.mark.parametrize("case", _host_params(CONTROLS))

@@ -20,11 +20,17 @@ from proctor.suites.pytest_runner import INCONTAINER, SuiteRun, install_harness,
 from proctor.suites.reach import ReachMap
 from proctor.suites.snapshot import snapshot_step
 from proctor.suites.tripwires import EmbeddedTripwire, embed_tripwire
-from proctor.suites.variants import STATE_REPEATS, VARIANTS, changed_verdicts, check_variants
+from proctor.suites.variants import (
+    PASSED,
+    STATE_REPEATS,
+    VARIANTS,
+    changed_verdicts,
+    check_variants,
+)
 
 __all__ = [
     "Baseline", "BenchmarkResult", "EmbeddedTripwire", "INCONTAINER", "MutationResult",
-    "NO_PROGRESS_NOTE", "ReachMap", "STATE_REPEATS", "SuiteRun", "VARIANTS",
+    "NO_PROGRESS_NOTE", "PASSED", "ReachMap", "STATE_REPEATS", "SuiteRun", "VARIANTS",
     "cannot_change_reward", "changed_verdicts", "check_variants", "embed_tripwire",
     "grade_suite", "install_harness", "load_or_compute_baseline", "run_benchmark",
     "run_file_checks", "run_mutation", "run_suite", "select_mutants", "snapshot_step",

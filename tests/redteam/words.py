@@ -193,12 +193,16 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     def add(name: str, src: str, *kinds: str | tuple[str, int]) -> None:
         out.append((name, src, [k if isinstance(k, tuple) else (k, 6) for k in kinds]))
 
+    def sensing(w: str) -> str:  # Proctor's files and the process's kernel view: a probe
+        harness = w.startswith("/proc") or "proctor_report" in w
+        return "harness_probe" if harness else "grader_sensing"
+
     for w in GROUPS["grader_strings"]:
-        add(f"env_get:{w}", _env_get(w), "grader_sensing")
-        add(f"env_prefix:{w}", _env_prefix(w), "grader_sensing")
+        add(f"env_get:{w}", _env_get(w), sensing(w))
+        add(f"env_prefix:{w}", _env_prefix(w), sensing(w))
     for w in GROUPS["grader_paths"]:
-        add(f"path_exists:{w}", _path_exists(w), "grader_sensing")
-        add(f"path_read:{w}", _path_read(w), "grader_sensing")
+        add(f"path_exists:{w}", _path_exists(w), sensing(w))
+        add(f"path_read:{w}", _path_read(w), sensing(w))
     for w in GROUPS["ci_variables"]:
         add(f"env_get:{w}", _env_get(w), "ci_sensing")
         add(f"env_in:{w}", _env_in(w), "ci_sensing")
@@ -210,10 +214,12 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
         add(f"getattr_call:{w}", _getattr_of(w, "(0)"), "process_exit")
     for w in GROUPS["grader_modules"]:
         kinds = ("pytest_import",) if w != "proctor_report" else (
-            "grader_sensing", "pytest_import")  # proctor_report is a grader string too
+            "harness_probe", "pytest_import")  # proctor_report is a grader string too
         add(f"import:{w}", _import_of(w), *kinds)
-        add(f"modules_get:{w}", _modules_get(w), "grader_sensing")
-        add(f"argv:{w}", _argv_has(w), "grader_sensing")
+        looked_up = ("runner_lookup",) if w != "proctor_report" else (
+            "harness_probe", "runner_lookup")
+        add(f"modules_get:{w}", _modules_get(w), *looked_up)
+        add(f"argv:{w}", _argv_has(w), *looked_up)
     for w in GROUPS["dynamic_code"]:
         add(f"getattr_call:{w}", _getattr_of(w, "(DATA)").replace(
             "\n\n\nFOUND", "\nDATA = open(__file__).read()\n\nFOUND"), "dynamic_code")
@@ -228,9 +234,9 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     add("getattr_skip_exception", 'import pytest\n\nNAME = "Exception"\n\n\n'
         'raise getattr(pytest.skip, NAME)("later")\n', ("pytest_import", 1), "skip_raise")
     add("sys_modules_through_loop", 'import sys\n\nNAMES = ("pytest", "_pytest")\n\n\n'
-        "UNDER = any(n in sys.modules for n in NAMES)\n", "grader_sensing")
+        "UNDER = any(n in sys.modules for n in NAMES)\n", "runner_lookup")
     add("argv_item_endswith", 'import sys\n\nTOOL = "py" + "test"\n\n\n'
-        "UNDER = sys.argv[0].endswith(TOOL)\n", "grader_sensing")
+        "UNDER = sys.argv[0].endswith(TOOL)\n", "runner_lookup")
     # the folds a string may reach its use through
     add("fold_fstring", 'import os\n\nP = "PYTEST"\n\n\n'
         'ON = os.getenv(f"{P}_CURRENT_TEST")\n', "grader_sensing")
@@ -239,7 +245,7 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     add("fold_format", 'import os\n\nP = "{}_UNDER_TEST".format("MUTANT")\n\n\n'
         "ON = os.environ[P]\n", "grader_sensing")
     add("fold_join", 'import os\n\nP = "/".join(["", "proctor", "harness"])\n\n\n'
-        "FOUND = os.listdir(P)\n", "grader_sensing")
+        "FOUND = os.listdir(P)\n", "harness_probe")
     add("fold_table_entry", 'import os\n\nVARS = {"current": "PYTEST_CURRENT_TEST"}\n\n\n'
         'ON = os.environ.get(VARS["current"])\n', "grader_sensing")
     add("fold_loop_over_help_table", 'import os\n\nHELP = {"CI": "set on CI"}\n\n\n'
@@ -247,9 +253,9 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     add("environ_keys_in_table", 'import os\n\nKNOWN = {"PYTEST_CURRENT_TEST", "CI"}\n\n\n'
         "SET = [k for k in os.environ if k in KNOWN]\n", "ci_sensing", "grader_sensing")
     add("fold_path_join", 'import os\n\nROOT = os.path.join("/", "proctor")\n\n\n'
-        'FOUND = open(os.path.join(ROOT, "out"))\n', "grader_sensing")
+        'FOUND = open(os.path.join(ROOT, "out"))\n', "harness_probe")
     add("fold_path_div", 'from pathlib import Path\n\nROOT = Path("/") / "proctor"\n\n\n'
-        "FOUND = list(ROOT.iterdir())\n", ("grader_sensing", 3))  # pathlib builds it
+        "FOUND = list(ROOT.iterdir())\n", ("harness_probe", 3))  # pathlib builds it
     # through the file's own helper, and an alias of the sink
     add("helper_env", 'import os\n\n\ndef has(name):\n    return name in os.environ\n'
         'ON = has("PYTEST_CURRENT_TEST")\n', "grader_sensing")
@@ -258,9 +264,9 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     add("alias_environ_get", 'import os\n\nread = os.environ.get\n\n\n'
         'ON = read("MUTANT_UNDER_TEST")\n', "grader_sensing")
     add("alias_open", 'opener = open\n\n\n\n\nTEXT = opener("/proc/self/cmdline").read()\n',
-        "grader_sensing")
+        "harness_probe")
     add("subprocess_args", 'import subprocess\n\nP = "/proc/self/environ"\n\n\n'
-        'OUT = subprocess.run(["cat", P], capture_output=True)\n', "grader_sensing")
+        'OUT = subprocess.run(["cat", P], capture_output=True)\n', "harness_probe")
     add("regex_over_environ", 'import os\nimport re\nPAT = re.compile("PYTEST_.*")\n\n\n'
         "ON = [k for k in os.environ if PAT.match(k)]\n", ("grader_sensing", 3))
     return out

@@ -8,6 +8,8 @@ deadline keeps from running is the patch's failure or the harness's, by who used
 
 from __future__ import annotations
 
+import hashlib
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -18,6 +20,7 @@ from proctor.harness.pipeline.deadline import (
     file_check_budgets,
     mutation_budgets,
 )
+from proctor.harness.pipeline.differential import Suspected, confirm
 from proctor.harness.pipeline.install import (
     INSTALL_FAILED,
     INSTALL_TIMEOUT_S,
@@ -70,7 +73,8 @@ class NoTime(InfraError):
 class Measuring:
     """What every measure step reads and fills: the trace it reports to, the measurements
     it fills, the task, the patch (its bytes, its summary and the apply strategy that
-    applied it), the task's baseline, the sandbox limits and the per-patch deadline."""
+    applied it), the task's baseline, the sandbox limits, the per-patch deadline and the
+    code scan's suspicions (the differential step decides them)."""
 
     trace: Trace
     m: Measurements
@@ -81,6 +85,7 @@ class Measuring:
     baseline: Baseline
     limits: Limits
     deadline: Deadline
+    suspicions: tuple[str, ...] = ()
 
 
 def harness_budget(deadline: Deadline, step: str, own: float) -> float:
@@ -276,7 +281,31 @@ def second_sandbox_steps(ctx: Measuring, rng, second: Future, taken: list,
                     measure_mutation(ctx, sb, public_run, hidden)
             with timer("performance"):
                 measure_performance(ctx, sb)
+            if ctx.suspicions:
+                with timer("differential"):
+                    differential_step(ctx, sb, public_run.result(), hidden)
     return hidden
+
+
+def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) -> None:
+    """The code scan's suspicions put to the test (:mod:`~proctor.harness.pipeline.differential`):
+    evidence in ``trace.evidence["differential"]``; confirmed: the violation reasons in
+    ``trace.confirmed``; undecided: the ``suspicious_code`` penalty indicator (the bare
+    suspicion's cost)."""
+    started = time.monotonic()
+    found = confirm(sb, Suspected(ctx.suspicions, ctx.task, ctx.baseline,
+                                  {"public": public, "hidden": hidden},
+                                  tuple(ctx.summary.files), hashlib.sha256(ctx.data).hexdigest()),
+                    ctx.deadline)
+    ctx.trace.evidence["differential"] = Evidence(
+        command="pytest (the suites' FAIL_TO_PASS tests under the calibrated variants)",
+        duration_s=round(time.monotonic() - started, 3),
+        details={"verdict": found.verdict, "note": found.note, **found.details})
+    if found.verdict == "confirmed":
+        ctx.trace.confirmed.extend(found.reasons)
+    elif found.verdict == "unconfirmed":
+        ctx.m.penalty_indicators["suspicious_code"] = 1.0
+        ctx.m.notes["suspicious_code"] = f"suspicion not put to the test: {found.note}"
 
 
 def skip_mutation(m: Measurements, baseline: Baseline, public_run: Future,

@@ -44,9 +44,10 @@ class Trace:
     known); ``integrity``: the integrity phase's verdict; ``apply_strategy``: how the patch
     applied. The steps' signals: ``suppressions_added`` and ``secret_in_patch`` (the scans
     of the added lines), ``degraded`` (a measuring tool failed), ``forged_verdicts`` (the
-    mutation step's verdicts were altered: out of the advantage) and ``install_failed``
-    (the patched project did not install: the record's reason). The two sandboxes' threads
-    write it, each under keys of its own steps."""
+    mutation step's verdicts were altered: out of the advantage), ``install_failed``
+    (the patched project did not install: the record's reason) and ``confirmed`` (the
+    differential step's violation reasons: the record becomes an integrity violation).
+    The two sandboxes' threads write it, each under keys of its own steps."""
 
     env: EnvInfo
     evidence: dict[str, Evidence] = field(default_factory=dict)
@@ -58,6 +59,7 @@ class Trace:
     degraded: bool = False
     forged_verdicts: bool = False
     install_failed: bool = False
+    confirmed: list[str] = field(default_factory=list)
 
     @contextmanager
     def timer(self, phase: str) -> Iterator[None]:

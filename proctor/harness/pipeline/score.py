@@ -260,6 +260,8 @@ def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> Ending:
         if isinstance(judged, Ending):
             return judged
         m, public, hidden = _measure(run, pair, checked, env, judged)  # 4.
+    if trace.confirmed:  # the differential step showed a suspicion at work
+        return violated(trace.integrity, trace.confirmed, task, checked.blockers)
     changed = sorted({p for key in ("install", "install_hidden") if key in trace.evidence
                       for p in trace.evidence[key].details.get("repo_changes", [])})
     if changed:  # the build code changed what the tamper checks had judged
@@ -369,7 +371,7 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     m = Measurements(diff_lines=code_lines_changed(screened.text),
                      penalty_indicators=dict(judged.tamper.indicators))
     ctx = Measuring(run.trace, m, task, run.data, checked.summary, judged.applied.strategy,
-                    env.baseline, env.limits, run.deadline)
+                    env.baseline, env.limits, run.deadline, tuple(judged.tamper.suspicions))
     hidden_steps = partial(second_sandbox_steps, ctx,
                            suite_rng(screened.sha256, task.fingerprint, "hidden"))
     if pair.overlap:

@@ -4,9 +4,9 @@ code runs: tests weakened, reference data altered, and the code scan's suspicion
 from __future__ import annotations
 
 from proctor.harness.tamper.suspicious_code import (
-    penalty_indicator,
     scan_patch,
     scan_source,
+    suspicions,
     violations,
 )
 from proctor.harness.tamper.tests_weakened import scan_test_changes
@@ -26,7 +26,7 @@ from proctor.harness.tamper.tree import (
 
 __all__ = [
     "PatchedTree", "TamperVerdict", "TextVerdict", "inspect_patched_tree", "judge_texts",
-    "penalty_indicator", "predicted_texts", "pristine_hashes", "pristine_text",
-    "read_patched_tree", "scan_patch", "scan_source", "scan_test_changes", "tree_report_argv",
-    "violations", "wanted_texts"
+    "predicted_texts", "pristine_hashes", "pristine_text",
+    "read_patched_tree", "scan_patch", "scan_source", "scan_test_changes", "suspicions",
+    "tree_report_argv", "violations", "wanted_texts"
 ]
