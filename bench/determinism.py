@@ -4,9 +4,11 @@
                                 [--json OUT]
 
 Cases: the toolz example's candidate patches (``examples/toolz``), the abuse cases of
-``bench/abuse_cases.py`` on their small-limits task, and the honest failures of every
-early-end kind of ``bench/honest_failures.py`` on theirs. Each is scored ``--n`` times, one
-after the other (``proctor.score`` measures every time: the result cache is for batches).
+``bench/abuse_cases.py`` on their small-limits task, the honest failures of every
+early-end kind of ``bench/honest_failures.py`` on theirs, and the differential runs' cheats
+and honest look-alikes (``tests/redteam/differential_shapes.py``) on the red-team mini task.
+Each is scored ``--n`` times, one after the other (``proctor.score`` measures every time:
+the result cache is for batches).
 
 Compared across the repeats, field by field: ``status``, ``reward``, ``reason``,
 ``components``, ``penalties``, ``flags``, ``integrity``, and per suite ``ended_early``; these
@@ -33,6 +35,9 @@ from bench.abuse_cases import ABUSES, make_abuse_task
 from bench.batch import load_make_task
 from proctor import score
 from proctor.sandbox import choose_backend
+from proctor.task import load_task
+from tests.redteam import mini_task
+from tests.redteam.differential_shapes import SCORED, full_patch
 
 STRICT = ("status", "reward", "reason", "components", "penalties", "flags", "integrity")
 
@@ -64,6 +69,10 @@ def cases(work: Path) -> list[tuple[str, Path, bytes]]:
     hf = honest_failures.build_task(work / "honest-failures")
     out += [(f"honest/{name}", hf, patch)
             for name, patch in sorted(honest_failures.patches(hf).items())]
+    mini = mini_task.build(work / "mini", mk.make_patch)
+    task = load_task(mini)
+    out += [(f"differential/{name}", mini, full_patch(task, mk.make_patch, source))
+            for name, (source, _, _) in sorted(SCORED.items())]
     return out
 
 
