@@ -34,7 +34,13 @@ CASES = {
         "import os\nM = os.environ.get('MUTANT_UNDER_TEST')\n",
         "import os\nT = os.environ.get('PYTEST_' + 'CURRENT_TEST')\n",
         "import os\nT = os.environ.get('PYTEST_XDIST_WORKER') or os.environ['PYTEST_VERSION']\n",
+        # the runner's name compared with what the process says about itself
+        "import sys\nfrom pathlib import Path\nA = Path(sys.argv[0])\nT = 'pytest' in A.name\n",
+        "import sys\nM = sys.modules.get('__main__')\n"
+        "T = 'pytest' in str(getattr(M, '__file__', ''))\n",
     ],
+    "cwd_read": ["import os\nHERE = os.getcwd()\n",
+                 "from pathlib import Path\nT = (Path.cwd() / 'tests').is_dir()\n"],
     "harness_probe": [
         "T = open('/proc/self/cmdline').read()\n",
         "import os\nH = os.listdir('/proctor')\n",

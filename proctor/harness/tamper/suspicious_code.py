@@ -74,22 +74,24 @@ only reported.
     dynamic_code       violation  exec / eval / compile of a non-constant, marshal.loads,
                                   types.CodeType / FunctionType, runpy: code the scan cannot
                                   read (it could come from a data file)
-    ci_sensing         suspicion    reading a CI variable (CI, GITHUB_ACTIONS, ...) from os.environ
+    ci_sensing         suspicion  reading a CI variable (CI, GITHUB_ACTIONS, ...) from os.environ
                                   (the name may come through constants or a helper)
-    pytest_import      suspicion    importing pytest, _pytest or pluggy from library code
-    sys_modules_write  suspicion    writing or deleting sys.modules entries (lazy-loading
+    pytest_import      suspicion  importing pytest, _pytest or pluggy from library code
+    sys_modules_write  suspicion  writing or deleting sys.modules entries (lazy-loading
                                   libraries do it honestly)
-    process_exit       suspicion    os._exit, os.abort, sys.exit, exit/quit, raise SystemExit,
+    process_exit       suspicion  os._exit, os.abort, sys.exit, exit/quit, raise SystemExit,
                                   atexit.register (sys.exit / SystemExit / exit are a CLI's
                                   business in ``__main__.py``, under ``if __name__ ==
                                   "__main__":`` and in the top-level ``def main`` of a
                                   module with such a guard, where they are not reported)
-    skip_raise         suspicion    raising SkipTest / Skipped from library code
-    obfuscated_string  suspicion    a string spelled so the scan cannot read it: ``"".join(map(
+    skip_raise         suspicion  raising SkipTest / Skipped from library code
+    obfuscated_string  suspicion  a string spelled so the scan cannot read it: ``"".join(map(
                                   chr, <ints>))``, ``chr(n)`` chains, ``bytes([<ints>])``,
                                   ``bytes.fromhex`` / ``base64.*decode`` / ``codecs.decode``
                                   of a constant (what hides a grader-aware string)
-    call_counter       suspicion    a counter counted up by a constant on each call, wherever
+    cwd_read           suspicion  os.getcwd() / Path.cwd() in library code (a test run's
+                                  working directory holds the tests)
+    call_counter       suspicion  a counter counted up by a constant on each call, wherever
                                   its state lives: a global or ``nonlocal`` (``n += 1``),
                                   an attribute (also ``setattr(f, "n", getattr(f, "n", 0)
                                   + 1)``), an entry of a lasting container (``calls[k] =
@@ -146,6 +148,7 @@ SEVERITY: dict[str, str] = {
     "skip_raise": "suspicion",
     "always_equal": "violation",
     "call_counter": "suspicion",
+    "cwd_read": "suspicion",
     "obfuscated_string": "suspicion",
     "unscannable": "violation",
     "unparseable": "info",
@@ -203,6 +206,8 @@ def _names_harness(value: str) -> bool:
 CI_VARIABLES = frozenset({"CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL",
                           "BUILDKITE", "CIRCLECI", "TF_BUILD", "CONTINUOUS_INTEGRATION",
                           "BUILD_NUMBER", "RUN_ID"})
+#: Calls that read the working directory (what a test run's rootdir may give away).
+CWD_READS = frozenset({"os.getcwd", "os.getcwdb", "pathlib.Path.cwd", "Path.cwd"})
 EXIT_NAMES = frozenset({"os._exit", "os.abort", "sys.exit", "exit", "quit", "atexit.register",
                         "os.kill"})
 CONSTANT_TRUE_DUNDERS = frozenset({"__eq__", "__contains__", "__lt__", "__le__", "__gt__",
@@ -287,7 +292,11 @@ def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
         kept = seen.get((f.kind, f.line))
         if kept is None or (kept.detail.startswith(".") and not f.detail.startswith(".")):
             seen[(f.kind, f.line)] = f
-    return sorted(seen.values(), key=lambda f: (f.path, f.line, f.kind))
+    looked_up = {line for kind, line in seen if kind == "runner_lookup"}
+    return sorted((f for f in seen.values()  # the lookup itself says it: no second finding
+                   if not (f.kind == "grader_sensing" and f.line in looked_up
+                           and f.detail.startswith("compares data with"))),
+                  key=lambda f: (f.path, f.line, f.kind))
 
 
 def _import_aliases(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
@@ -385,6 +394,9 @@ def _classify(value: str, site: str, ctx: str) -> list[tuple[str, str]]:
             out.append(("pytest_patch", f"reaches {value} through sys.modules"))
         elif site == "import":
             out.append(("pytest_import", f"{ctx}({value!r})"))
+        elif site == "match" and root not in ("proctor", "proctor_report"):
+            # "pytest" in Path(sys.argv[0]).name, in __main__.__file__
+            out.append(("grader_sensing", f"compares data with {value!r}"))
     if _names_grader(value):
         kind = "harness_probe" if _names_harness(value) else "grader_sensing"
         out.append((kind, f"names {value.replace(HOLE, '…')[:60]!r}"))
@@ -797,6 +809,8 @@ class _Scanner(ast.NodeVisitor):
             self._add("dynamic_code", node, f"{name}(...)")
         if short in ("exit", "quit"):
             self._add("process_exit", node, f"{short}()")
+        if short in CWD_READS:
+            self._add("cwd_read", node, f"{short}()")
         if short in ("setattr", "delattr") and node.args:
             root = self._root(node.args[0])
             if root in GRADER_MODULES:
