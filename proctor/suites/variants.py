@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 #: How often the ``state`` variant runs each test's call: a counter that keeps a patch's
 #: answers right only for its first calls is seen once the calls outnumber its bound
 #: (``incontainer/proctor_report.py`` holds the same number).
-STATE_REPEATS = 8
+STATE_REPEATS = 16
 #: name -> what the variant changes (the record and ``docs/`` quote these).
 VARIANTS: dict[str, str] = {
     "environment": "no PYTEST_CURRENT_TEST, PYTEST_VERSION or CI variables in the "

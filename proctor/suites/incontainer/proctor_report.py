@@ -194,7 +194,7 @@ def _raw_call(state, *args, **kwargs):
 
 #: How often the ``state`` variant calls each test function
 #: (proctor.suites.variants.STATE_REPEATS).
-STATE_REPEATS = 8
+STATE_REPEATS = 16
 
 
 def _repeated_call(state, *args, **kwargs):
