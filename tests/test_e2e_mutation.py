@@ -120,12 +120,15 @@ def test_minimal_fix_outscores_fix_with_untested_branch(scored):
 
 @pytest.mark.docker
 def test_agent_test_sensing_mutant_under_test_does_not_raise_score(scored):
-    # With trusted killers only, a test that senses the mutation tool is refused before it
-    # runs: the suspicious-code scan calls sensing the grader a violation, in test files too.
-    sensing = scored("extra_sensing_test")
-    assert sensing.reward == -1.0 and sensing.reason == "integrity_violation"
-    assert any("MUTANT_UNDER_TEST" in r or "grader" in r for r in sensing.integrity.reasons)
-    assert sensing.components["mutation_score"] is None
+    # With trusted killers only, a test of the agent's never kills a mutant, sensing or not.
+    # Its read of MUTANT_UNDER_TEST is a suspicion of the code scan; the variable is never
+    # set (the active mutant lives in the runner's process-local slot), so no verdict
+    # depends on it: the differential run clears it at no cost.
+    sensing, extra = scored("extra_sensing_test"), scored("extra")
+    assert sensing.reason is None and not sensing.integrity.violated
+    assert sensing.evidence["differential"].details["verdict"] == "cleared"
+    assert sensing.components["mutation_score"] == extra.components["mutation_score"] == 0.75
+    assert sensing.reward < extra.reward  # the same, less the diff cost of the test
 
 
 @pytest.mark.docker

@@ -242,8 +242,9 @@ CONTROLS = {
     "noise": (0.877, [], [], {}, {}),
     "recursion_crash": (0.8120971905846621, ["resource_limit"], [], {"test_deep": "crashed"},
                         {}),
-    "os_abort": (0.7969305239179956, ["interpreter_exit"], [], {"test_crash_abort": "crashed"},
-                 {"exclude_from_advantage": True}),  # os.abort: a process_exit penalty
+    # os.abort: a process_exit suspicion, cleared by the differential run (no cost)
+    "os_abort": (0.9969305239179956, ["interpreter_exit"], [], {"test_crash_abort": "crashed"},
+                 {}),
     "setup_class_fails": (0.8468610478359908, [], [], {"test_one": "error", "test_two": "error"},
                           {}),
     "module_fixture_fails": (0.8468610478359908, [], [],
@@ -255,7 +256,7 @@ CONTROLS = {
     "chdir_into_deleted_dir": (0.996, [], [], {}, {}),
     # the stats pass's watchdog thread stays in its own child: the control survives
     "faulthandler_repeat": (0.9122857142857143, [], [], {}, {}),
-    "atexit_prints": (0.6837142857142857, [], [], {}, {"exclude_from_advantage": True}),
+    "atexit_prints": (0.8837142857142857, [], [], {}, {}),  # cleared as os_abort
     "conftest_import_fails": (-0.13899999999999996, [], ["collection_error"], {
         "test_add_floats": "missing", "test_add_negative": "missing",
         "test_mean_single": "missing"}, {}),
