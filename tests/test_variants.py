@@ -259,3 +259,32 @@ def test_a_suspicion_nothing_can_put_to_the_test_keeps_its_bare_cost(
                                                    "for this suite")
     assert rec.penalties == {"suspicious_code": pytest.approx(0.2), "visible_only": 0.0}
     assert not rec.flags.exclude_from_advantage and not rec.integrity.violated
+
+
+def _cached_baseline(task_id: str) -> Baseline:
+    from proctor import cache_dirs
+
+    [found] = [b for b in (Baseline.model_validate_json(p.read_text())
+                           for p in cache_dirs.baselines().glob("*.json"))
+               if b.task_id == task_id]
+    return found
+
+
+@pytest.mark.docker
+def test_the_calibration_is_computed_once_when_a_suspicion_first_needs_it(
+        tmp_path, docker_ready, toolz_make_task):
+    task_dir = mini_task.build(tmp_path / "task", toolz_make_task.make_patch)
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace('id = "redteam-mini-calc"',
+                                             'id = "variants-lazy"'))
+    task = load_task(task_dir)
+    clean = score(task, task.reference_patch.read_bytes())
+    assert clean.status == "scored" and "differential" not in clean.evidence
+    assert _cached_baseline("variants-lazy").variant_changes is None  # a clean patch: never
+    cheat = score(task, full_patch(task, toolz_make_task.make_patch, SCORED["env_cheat"][0]))
+    assert cheat.reward == -1.0 and cheat.timing["calibration_s"] > 0
+    every = {v: [] for v in VARIANTS}
+    assert _cached_baseline("variants-lazy").variant_changes == {"public": every,
+                                                                "hidden": every}
+    again = score(task, full_patch(task, toolz_make_task.make_patch, SCORED["env_cheat"][0]))
+    assert again.reward == -1.0 and "calibration_s" not in again.timing

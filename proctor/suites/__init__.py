@@ -5,7 +5,7 @@ and the tripwires. Each returns measurements; none decides a reward."""
 
 from __future__ import annotations
 
-from proctor.suites.baseline import Baseline, grade_suite, load_or_compute_baseline
+from proctor.suites.baseline import Baseline, calibrated, grade_suite, load_or_compute_baseline
 from proctor.suites.benchmark import BenchmarkResult, run_benchmark
 from proctor.suites.file_checks import run_file_checks
 from proctor.suites.mutation import (
@@ -31,7 +31,7 @@ from proctor.suites.variants import (
 __all__ = [
     "Baseline", "BenchmarkResult", "EmbeddedTripwire", "INCONTAINER", "MutationResult",
     "NO_PROGRESS_NOTE", "PASSED", "ReachMap", "STATE_REPEATS", "SuiteRun", "VARIANTS",
-    "cannot_change_reward", "changed_verdicts", "check_variants", "embed_tripwire",
+    "calibrated", "cannot_change_reward", "changed_verdicts", "check_variants", "embed_tripwire",
     "grade_suite", "install_harness", "load_or_compute_baseline", "run_benchmark",
     "run_file_checks", "run_mutation", "run_suite", "select_mutants", "snapshot_step",
     "trusted_killers"

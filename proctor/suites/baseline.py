@@ -59,10 +59,11 @@ class Baseline(BaseModel):
     #: suite -> which tests entered which functions on the base repo (one extra run each;
     #: :mod:`proctor.suites.reach`), or None when it could not be recorded
     reach: dict[str, ReachMap] | None = None
-    #: The differential runs' calibration on the reference patch: suite -> variant (a name
-    #: of :data:`~proctor.suites.variants.VARIANTS`) -> the FAIL_TO_PASS tests whose
-    #: verdict the variant changes with the reference itself (empty: the variant is used
-    #: for the suite). None: not calibrated (no reference patch), no variant is used.
+    #: The differential runs' calibration on the reference patch (:func:`calibrated`):
+    #: suite -> variant (a name of :data:`~proctor.suites.variants.VARIANTS`) -> the
+    #: FAIL_TO_PASS tests whose verdict the variant changes with the reference itself
+    #: (empty: the variant is used for the suite). None: not calibrated (yet, or never: no
+    #: reference patch); no variant is used.
     variant_changes: dict[str, dict[str, list[str]]] | None = None
 
     def usable_variants(self, suite: str) -> tuple[str, ...]:
@@ -172,17 +173,15 @@ CalibrateVariants = Callable[[dict[str, list[str]]], dict[str, dict[str, list[st
 
 
 def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
-                             refresh: bool = False, record_reach: RecordReach | None = None,
-                             calibrate: CalibrateVariants | None = None) -> Baseline:
+                             refresh: bool = False, record_reach: RecordReach | None = None
+                             ) -> Baseline:
     """Return the cached baseline of ``task`` on ``image_id`` or compute and cache it.
 
     ``run_suites(patch_or_None, runs)`` runs every suite ``runs`` times on the base repo
     (None) or with the given patch and returns suite -> list of outcome dicts.
     ``record_reach()``: one run of every suite on the base repo recording which tests
     enter which functions (suite -> map, None where it could not), after the rest (None:
-    not recorded). ``calibrate(fail_to_pass)``: with a reference patch, which of each
-    suite's FAIL_TO_PASS tests each variant of a differential run changes with the
-    reference applied (:attr:`Baseline.variant_changes`; None: not calibrated).
+    not recorded).
 
     Raises:
         TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
@@ -196,12 +195,42 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
     with file_lock(path.with_suffix(".lock")):
         if path.is_file() and not refresh:
             return Baseline.model_validate_json(path.read_text())
-        return _compute_baseline(task, image_id, key, path, run_suites,
-                                 (record_reach, calibrate))
+        return _compute_baseline(task, image_id, key, path, run_suites, record_reach)
 
 
-def _compute_baseline(task: Task, image_id: str, key: str, path: Path, run_suites: RunSuites,
-                      extra: tuple[RecordReach | None, CalibrateVariants | None]) -> Baseline:
+def calibrated(task: Task, baseline: Baseline, calibrate: CalibrateVariants) -> Baseline:
+    """``baseline`` with the differential runs' calibration: as cached, else computed by
+    ``calibrate(fail_to_pass)`` (which of each suite's FAIL_TO_PASS tests each variant
+    changes with the reference patch applied) and added to the cached file. Computed once
+    per baseline, when first needed (a patch with a suspicion, ``proctor task check``): a
+    task whose patches are all clean never pays for it. Without a reference patch there is
+    nothing to calibrate on: returned as it is."""
+    if baseline.variant_changes is not None or not baseline.has_reference:
+        return baseline
+    path = cache_dirs.baselines() / f"{baseline.key}.json"
+    with file_lock(path.with_suffix(".lock")):
+        if path.is_file():
+            cached = Baseline.model_validate_json(path.read_text())
+            if cached.variant_changes is not None:
+                return cached
+        changes = calibrate({s: baseline.suites[s].fail_to_pass for s in SUITES})
+        out = baseline.model_copy(update={"variant_changes": changes})
+        _write(path, out)
+    return out
+
+
+def _write(path: Path, baseline: Baseline) -> None:
+    """Write ``baseline`` to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(baseline.model_dump_json(indent=1))
+    os.replace(tmp, path)
+
+
+def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
+                      run_suites: RunSuites, record_reach: RecordReach | None = None
+                      ) -> Baseline:
     runs = task.config.baseline.runs
     base = run_suites(None, runs)
     ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None
@@ -209,22 +238,13 @@ def _compute_baseline(task: Task, image_id: str, key: str, path: Path, run_suite
     known = set(task.config.tests.known_broken)
     suites = {s: classify(base[s], ref[s] if ref else None, known) for s in SUITES}
     validate(suites, ref is not None)
-    record_reach, calibrate = extra
     reach = record_reach() if record_reach is not None else None
     check_sources_reached(task, reach)
-    changes = None
-    if calibrate is not None and ref is not None:
-        changes = calibrate({s: suites[s].fail_to_pass for s in SUITES})
     baseline = Baseline(key=key, task_id=task.id, proctor_version=__version__,
                         image_id=image_id, runs=runs, has_reference=ref is not None,
                         suites=suites,
-                        reach=reach if reach and all(reach.get(s) for s in SUITES) else None,
-                        variant_changes=changes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(baseline.model_dump_json(indent=1))
-    os.replace(tmp, path)
+                        reach=reach if reach and all(reach.get(s) for s in SUITES) else None)
+    _write(path, baseline)
     return baseline
 
 

@@ -12,6 +12,7 @@ from proctor.harness.pipeline.deadline import NOT_RUN_NOTE, Deadline
 from proctor.harness.pipeline.install import INSTALL_FAILED
 from proctor.harness.pipeline.suites_in_sandbox import (
     SuiteRequest,
+    calibrate_task,
     open_patched_sandbox,
     open_task_sandbox,
     run_hidden,
@@ -20,6 +21,6 @@ from proctor.harness.pipeline.suites_in_sandbox import (
 )
 
 __all__ = [
-    "Deadline", "INSTALL_FAILED", "NOT_RUN_NOTE", "SuiteRequest", "open_patched_sandbox",
-    "open_task_sandbox", "run_hidden", "run_public", "task_baseline"
+    "Deadline", "INSTALL_FAILED", "NOT_RUN_NOTE", "SuiteRequest", "calibrate_task",
+    "open_patched_sandbox", "open_task_sandbox", "run_hidden", "run_public", "task_baseline"
 ]

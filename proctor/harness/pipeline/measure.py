@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -73,8 +74,10 @@ class NoTime(InfraError):
 class Measuring:
     """What every measure step reads and fills: the trace it reports to, the measurements
     it fills, the task, the patch (its bytes, its summary and the apply strategy that
-    applied it), the task's baseline, the sandbox limits, the per-patch deadline and the
-    code scan's suspicions (the differential step decides them)."""
+    applied it), the task's baseline, the sandbox limits, the per-patch deadline, the
+    code scan's suspicions (the differential step decides them) and how to calibrate the
+    differential runs on the task when its baseline is not yet (``calibrate()``: the
+    baseline, calibrated; None: never)."""
 
     trace: Trace
     m: Measurements
@@ -86,6 +89,7 @@ class Measuring:
     limits: Limits
     deadline: Deadline
     suspicions: tuple[str, ...] = ()
+    calibrate: Callable[[], Baseline] | None = None
 
 
 def harness_budget(deadline: Deadline, step: str, own: float) -> float:
@@ -292,8 +296,14 @@ def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) ->
     evidence in ``trace.evidence["differential"]``; confirmed: the violation reasons in
     ``trace.confirmed``; undecided: the ``suspicious_code`` penalty indicator (the bare
     suspicion's cost)."""
+    baseline = ctx.baseline
+    if baseline.variant_changes is None and baseline.has_reference and ctx.calibrate:
+        started = time.monotonic()  # task preparation, once per task: not the patch's time
+        baseline = ctx.calibrate()
+        ctx.deadline.exclude(time.monotonic() - started)
+        ctx.trace.timing["calibration_s"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
-    found = confirm(sb, Suspected(ctx.suspicions, ctx.task, ctx.baseline,
+    found = confirm(sb, Suspected(ctx.suspicions, ctx.task, baseline,
                                   {"public": public, "hidden": hidden},
                                   tuple(ctx.summary.files), hashlib.sha256(ctx.data).hexdigest()),
                     ctx.deadline)

@@ -82,6 +82,7 @@ from proctor.harness.pipeline.outcomes import (
 from proctor.harness.pipeline.sandboxes import Env, SandboxPair
 from proctor.harness.pipeline.suites_in_sandbox import (
     SuiteRequest,
+    calibrate_task,
     run_public,
     suite_rng,
     task_baseline,
@@ -371,7 +372,9 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     m = Measurements(diff_lines=code_lines_changed(screened.text),
                      penalty_indicators=dict(judged.tamper.indicators))
     ctx = Measuring(run.trace, m, task, run.data, checked.summary, judged.applied.strategy,
-                    env.baseline, env.limits, run.deadline, tuple(judged.tamper.suspicions))
+                    env.baseline, env.limits, run.deadline, tuple(judged.tamper.suspicions),
+                    partial(calibrate_task, task, env.baseline, env.tag, env.limits,
+                            env.backend))
     hidden_steps = partial(second_sandbox_steps, ctx,
                            suite_rng(screened.sha256, task.fingerprint, "hidden"))
     if pair.overlap:

@@ -36,6 +36,7 @@ from proctor.suites import (
     EmbeddedTripwire,
     ReachMap,
     SuiteRun,
+    calibrated,
     changed_verdicts,
     embed_tripwire,
     install_harness,
@@ -378,8 +379,7 @@ def variant_calibrator(task: Task, image: str, limits: Limits = Limits(),
 def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits(),
                   backend: str = "docker", refresh: bool = False) -> Baseline:
     """The task's baseline on the sandbox environment ``image`` (id ``image_id``): cached,
-    else computed (:func:`baseline_runner`, :func:`reach_recorder`,
-    :func:`variant_calibrator`) and cached. The one way
+    else computed (:func:`baseline_runner`, :func:`reach_recorder`) and cached. The one way
     every caller (scoring, batches, ``proctor task check``) gets it, so each computes the
     same thing.
 
@@ -388,5 +388,16 @@ def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits
         InfraError: a baseline sandbox failed.
     """
     return load_or_compute_baseline(task, image_id, baseline_runner(task, image, limits, backend),
-                                    refresh, reach_recorder(task, image, limits, backend),
-                                    variant_calibrator(task, image, limits, backend))
+                                    refresh, reach_recorder(task, image, limits, backend))
+
+
+def calibrate_task(task: Task, baseline: Baseline, image: str, limits: Limits = Limits(),
+                   backend: str = "docker") -> Baseline:
+    """``baseline`` with the differential runs' calibration (:func:`variant_calibrator`,
+    cached with it; :func:`proctor.suites.baseline.calibrated`).
+
+    Raises:
+        TaskConfigError: the reference patch does not apply.
+        InfraError: a calibration sandbox failed.
+    """
+    return calibrated(task, baseline, variant_calibrator(task, image, limits, backend))
