@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,63 @@ def test_a_donor_that_may_return_early_is_not_copied():
     files, trip = embed_tripwire({"test_x.py": b"def test_a():\n    if True:\n        return\n"})
     added = _tripwire_source(files, trip)
     assert "return" not in added and added.count("assert") == 1
+
+
+SHARED_STATE = b"""\
+import random
+
+_SEEN = []
+_CACHE: dict = {}
+LIMIT = 3
+WIDTH = 3
+try:
+    import numpy
+except ImportError:
+    numpy = None
+for _k in range(2):
+    _CACHE[_k] = _k
+
+
+def test_first_call_only():
+    _SEEN.append(1)
+    assert len(_SEEN) == 1
+
+
+def test_cache_untouched():
+    assert _CACHE.pop(0, None) == 0
+
+
+def test_counts_up():
+    global LIMIT
+    LIMIT += 1
+    assert LIMIT == 4
+
+
+def test_pure():
+    assert sorted(random.sample(range(WIDTH), WIDTH)) == [0, 1, 2] and numpy in (None, numpy)
+"""
+
+
+def test_the_copy_never_changes_a_real_test_s_verdict_wherever_it_lands():
+    # a donor body that touches the module's shared state would make the real test it
+    # runs before fail (quarantined in the baseline, an honest patch's loss when scored)
+    for seed in range(40):
+        files, trip = embed_tripwire({"test_m.py": SHARED_STATE}, random.Random(seed))
+        namespace: dict = {}
+        exec(compile(files["test_m.py"], "test_m.py", "exec"), namespace)
+        tests = [n.name for n in ast.parse(files["test_m.py"]).body
+                 if isinstance(n, ast.FunctionDef)]
+        verdicts = {}
+        for name in tests:
+            try:
+                namespace[name]()
+                verdicts[name] = "passed"
+            except AssertionError:
+                verdicts[name] = "failed"
+        assert verdicts.pop(trip.name) == "failed"
+        assert set(verdicts.values()) == {"passed"}, (seed, verdicts)
+        # only the stateless test can lend its body
+        assert "_SEEN" not in _tripwire_source(files, trip)
 
 
 def test_the_embedded_tripwire_is_not_always_its_modules_last_test():
