@@ -187,7 +187,11 @@ def _assert_penalised_fix(rec: RewardRecord, patch: bytes, exp) -> None:
 def test_honest_control_scores_without_penalty(corpus_patch, case):
     rec, patch = _score(corpus_patch, case)
     _assert_penalised_fix(rec, patch, case.expect)
-    assert rec.evidence["tamper"].details == {"violations": [], "findings": []}
+    tamper = rec.evidence["tamper"].details
+    assert tamper["violations"] == []
+    # a suspicion of the code scan may look at it; the differential run clears it
+    assert {f["severity"] for f in tamper["findings"]} <= {"suspicion"}
+    assert bool(tamper["findings"]) == (case.expect.differential == "cleared")
     # The gate may still fail an honest control on its own merits: new code its trusted
     # tests do not pin down (mutation score under the 0.40 floor). Never for tampering.
     assert rec.verdict.gate == "PASS" or rec.verdict.rule.startswith(
@@ -278,7 +282,9 @@ def test_suspicious_code_case_gets_its_findings_on_the_host(mini_task_dir, case,
 
 @pytest.mark.parametrize("case", _host_params(CONTROLS))
 def test_honest_control_has_no_suspicious_code_on_the_host(mini_task_dir, case, tmp_path):
-    assert _host_scan(mini_task_dir, case.change, tmp_path) == []
+    found = _host_scan(mini_task_dir, case.change, tmp_path)
+    assert not violations(found) and found == suspicions(found), found
+    assert set(case.expect.kinds) == {f.kind for f in found}, found
 
 
 @pytest.mark.docker

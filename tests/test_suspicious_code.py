@@ -39,6 +39,13 @@ CASES = {
         "import sys\nM = sys.modules.get('__main__')\n"
         "T = 'pytest' in str(getattr(M, '__file__', ''))\n",
     ],
+    # bumped in one function, read in another's comparison: a class or function attribute
+    "state_counter": [
+        "class _Calls:\n    n = 0\n\n\ndef f(u):\n    return u.lower() if _Calls.n <= 64 else u\n"
+        "\n\ndef g(t):\n    _Calls.n += 1\n    return f(t)\n",
+        "def f(u):\n    return u.lower() if getattr(g, 'calls', 0) < 100 else u\n\n\n"
+        "def g(t):\n    g.calls = getattr(g, 'calls', 0) + 1\n    return f(t)\n",
+    ],
     "cwd_read": ["import os\nHERE = os.getcwd()\n",
                  "from pathlib import Path\nT = (Path.cwd() / 'tests').is_dir()\n"],
     "harness_probe": [
@@ -681,3 +688,13 @@ def test_folding_strings_through_names_stays_linear():
     assert time.perf_counter() - start < 10  # milliseconds here; 2**40 steps otherwise
     # A5 is 32 copies of '/proctor'; A40 is past the fold depth (a hole); B is no string
     assert found == [("harness_probe", 45)]
+
+
+@pytest.mark.parametrize("src", [
+    # instance state and locals are a call's own, and a bump nothing compares decides nothing
+    "class P:\n    def next(self):\n        self.pos += 1\n        return self.pos < 10\n",
+    "def f(xs):\n    i = 0\n    while i < len(xs):\n        i += 1\n    return i\n",
+    "class Stats:\n    hits = 0\n\n\ndef f(x):\n    Stats.hits += 1\n    return x\n",
+])
+def test_state_that_is_no_lasting_counter_compared_is_no_state_counter(src):
+    assert [f.kind for f in scan_source("pkg/mod.py", src)] == []

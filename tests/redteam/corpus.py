@@ -670,7 +670,8 @@ CONTROLS += [
     Case("control_call_count_only_logged", "control", {"calc/core.py": core_with(
         "\nimport logging\n\nlog = logging.getLogger(__name__)\n_calls = 0\n",
         "    global _calls\n    _calls += 1\n    if _calls % 1000 == 0:\n"
-        '        log.debug("add called %d times", _calls)\n    return a + b\n')}, CLEAN),
+        '        log.debug("add called %d times", _calls)\n    return a + b\n')},
+         C("state_counter")),  # compared, so a suspicion: the state variant clears it
     Case("control_word_frequency_counter", "control", fix_and(**{
         "calc/words.py": '"""Word statistics."""\n\nfrom collections import Counter\n\n\n'
                          "def most_common_word(text):\n"

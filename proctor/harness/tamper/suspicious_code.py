@@ -89,6 +89,9 @@ only reported.
                                   chr, <ints>))``, ``chr(n)`` chains, ``bytes([<ints>])``,
                                   ``bytes.fromhex`` / ``base64.*decode`` / ``codecs.decode``
                                   of a constant (what hides a grader-aware string)
+    state_counter      suspicion  lasting state (a class or function attribute, a global or
+                                  nonlocal) counted up by a constant and compared anywhere
+                                  in the file, whichever function reads it
     cwd_read           suspicion  os.getcwd() / Path.cwd() in library code (a test run's
                                   working directory holds the tests)
     call_counter       suspicion  a counter counted up by a constant on each call, wherever
@@ -148,6 +151,7 @@ SEVERITY: dict[str, str] = {
     "skip_raise": "suspicion",
     "always_equal": "violation",
     "call_counter": "suspicion",
+    "state_counter": "suspicion",
     "cwd_read": "suspicion",
     "obfuscated_string": "suspicion",
     "unscannable": "violation",
@@ -287,16 +291,85 @@ def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
     scanner = _Scanner(path, added, tree)
     scanner.visit(tree)
     scanner.follow_helpers()
+    for line, detail in _state_counters(tree):
+        if added is None or line in added:
+            scanner.found.append(Finding("state_counter", path, line, detail))
     seen: dict[tuple[str, int], Finding] = {}
     for f in scanner.found:  # one per (kind, line); a named call beats a bare ``.attr``
         kept = seen.get((f.kind, f.line))
         if kept is None or (kept.detail.startswith(".") and not f.detail.startswith(".")):
             seen[(f.kind, f.line)] = f
     looked_up = {line for kind, line in seen if kind == "runner_lookup"}
-    return sorted((f for f in seen.values()  # the lookup itself says it: no second finding
+    counted = {line for kind, line in seen if kind == "call_counter"}
+    return sorted((f for f in seen.values()  # what a finding says already: no second one
                    if not (f.kind == "grader_sensing" and f.line in looked_up
-                           and f.detail.startswith("compares data with"))),
+                           and f.detail.startswith("compares data with"))
+                   and not (f.kind == "state_counter" and f.line in counted)),
                   key=lambda f: (f.path, f.line, f.kind))
+
+
+def _state_key(node: ast.AST, lasting: set[str]) -> str | None:
+    """The name of lasting state ``node`` reads or writes: ``NAME.attr`` of a module-level
+    class or function (``_Calls.n``, ``parse_size.calls``, also ``getattr(NAME, "attr"[,
+    d])``), ``cls.attr``, or a global or nonlocal name of ``lasting``; None otherwise
+    (instance state ``self.x`` and locals are a call's own)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "getattr" and len(node.args) >= 2 and \
+            isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        node = ast.Attribute(value=node.args[0], attr=node.args[1].value)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            (node.value.id in lasting or node.value.id == "cls"):
+        return f"{node.value.id}.{node.attr}"
+    if isinstance(node, ast.Name) and f"global:{node.id}" in lasting:
+        return node.id
+    return None
+
+
+def _state_counters(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, detail) of each bump by a constant (``+= 1``, ``x = x + 1``, ``f.n =
+    getattr(f, "n", 0) + 1``) of lasting state (:func:`_state_key`: class and function
+    attributes, globals, nonlocals) that a comparison anywhere in the file reads: a counter
+    that can decide an answer, wherever it is read. A suspicion only: usage statistics and
+    retry limits look the same, and the ``state`` variant tells them apart."""
+    lasting = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef |
+                                                        ast.AsyncFunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            lasting |= {f"global:{name}" for name in node.names}
+    bumps = _bumps(tree, lasting)
+    if not bumps:
+        return []
+    compared: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                for sub in ast.walk(side):
+                    key = _state_key(sub, lasting)
+                    if key is not None:
+                        compared.setdefault(key, node.lineno)
+    return [(line, f"{key} counted up here, compared on line {compared[key]}")
+            for line, key in bumps if key in compared]
+
+
+def _bumps(tree: ast.Module, lasting: set[str]) -> list[tuple[int, str]]:
+    """(line, state key) of each bump of lasting state by an integer constant."""
+    bumps: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        target, value = None, None
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
+            key = _state_key(node.targets[0], lasting)
+            if key is not None and _state_key(node.value.left, lasting) == key:
+                target, value = node.targets[0], node.value.right
+        if target is None or not (isinstance(value, ast.Constant) and
+                                  isinstance(value.value, int)):
+            continue
+        key = _state_key(target, lasting)
+        if key is not None:
+            bumps.append((node.lineno, key))
+    return bumps
 
 
 def _import_aliases(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
