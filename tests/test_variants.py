@@ -288,3 +288,23 @@ def test_the_calibration_is_computed_once_when_a_suspicion_first_needs_it(
                                                                 "hidden": every}
     again = score(task, full_patch(task, toolz_make_task.make_patch, SCORED["env_cheat"][0]))
     assert again.reward == -1.0 and "calibration_s" not in again.timing
+
+
+def test_a_suspicion_the_deadline_leaves_no_time_for_keeps_its_bare_cost_never_an_error():
+    from proctor.harness.pipeline.deadline import Deadline
+    from proctor.harness.pipeline.differential import Suspected, confirm
+    from proctor.suites import SuiteRun
+    from proctor.suites.baseline import SuiteBaseline
+
+    suite = SuiteBaseline(fail_to_pass=["t::a"], pass_to_pass=[], quarantined={},
+                          base_runs=[])
+    baseline = Baseline.model_construct(
+        suites={"public": suite, "hidden": suite}, has_reference=True,
+        variant_changes={s: {v: [] for v in VARIANTS} for s in ("public", "hidden")})
+    runs = {s: SuiteRun(suite=s, outcomes={"t::a": "passed"}, command="", exit_code=0,
+                        duration_s=0.0, output="") for s in ("public", "hidden")}
+    spent = Deadline(0.0)  # nothing left, and none of it the patch's: not an InfraError
+    found = confirm(None, Suspected(("calc/core.py:3: grader_sensing (x)",), None, baseline,
+                                    runs, ("calc/core.py",), "0" * 64), spent)
+    assert found.verdict == "unconfirmed" and found.reasons == []
+    assert found.details["suites"]["public"]["skipped"].startswith("not run: per-patch deadline")
