@@ -20,7 +20,14 @@ from proctor.cli import app
 from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hidden, run_public
 from proctor.harness.tamper.suspicious_code import CI_VARIABLES
 from proctor.sandbox import SandboxSpec
-from proctor.suites import STATE_REPEATS, VARIANTS, Baseline, changed_verdicts, check_variants
+from proctor.suites import (
+    STATE_REPEATS,
+    VARIANTS,
+    Baseline,
+    changed_verdicts,
+    check_variants,
+    undecided_verdicts,
+)
 from proctor.task import load_task
 from tests.redteam import mini_task
 from tests.redteam.differential_shapes import SCORED, full_patch
@@ -80,11 +87,14 @@ def test_variants_are_named_and_checked():
         check_variants(["argv", "moon_phase"])
 
 
-def test_changed_verdicts_counts_only_passes_that_stop_passing():
-    plain = {"a": "passed", "b": "passed", "c": "failed", "d": "passed", "e": "xfailed"}
-    variant = {"a": "passed", "b": "failed", "c": "passed", "e": "xfailed"}
-    # b fails, d never reported: evidence; c failed in the plain run: none either way
-    assert changed_verdicts(plain, variant, ["a", "b", "c", "d", "e"]) == ["b", "d"]
+def test_only_a_pass_that_fails_under_the_variant_is_evidence():
+    plain = {t: "passed" for t in "abdfgh"} | {"c": "failed", "e": "xfailed"}
+    variant = {"a": "passed", "b": "failed", "c": "passed", "e": "xfailed", "f": "error",
+               "g": "timeout", "h": "not_run"}
+    # b fails, f errors: evidence; c failed in the plain run: none either way
+    assert changed_verdicts(plain, variant, "abcdefgh") == ["b", "f"]
+    # a timeout, a test cut by the deadline, one that never reported: nothing decided
+    assert undecided_verdicts(plain, variant, "abcdefgh") == ["d", "g", "h"]
     assert changed_verdicts(plain, variant, ["a", "c"]) == []
 
 
@@ -291,7 +301,7 @@ def test_the_calibration_is_computed_once_when_a_suspicion_first_needs_it(
 
 
 def test_a_suspicion_the_deadline_leaves_no_time_for_keeps_its_bare_cost_never_an_error():
-    from proctor.harness.pipeline.deadline import Deadline
+    from proctor.harness.pipeline import Deadline
     from proctor.harness.pipeline.differential import Suspected, confirm
     from proctor.suites import SuiteRun
     from proctor.suites.baseline import SuiteBaseline
@@ -308,3 +318,25 @@ def test_a_suspicion_the_deadline_leaves_no_time_for_keeps_its_bare_cost_never_a
                                     runs, ("calc/core.py",), "0" * 64), spent)
     assert found.verdict == "unconfirmed" and found.reasons == []
     assert found.details["suites"]["public"]["skipped"].startswith("not run: per-patch deadline")
+
+
+def test_a_variant_run_cut_short_decides_nothing_and_never_scores_minus_one(monkeypatch):
+    from proctor.harness.pipeline import Deadline, differential
+    from proctor.suites import SuiteRun
+    from proctor.suites.baseline import SuiteBaseline
+
+    suite = SuiteBaseline(fail_to_pass=["t::a", "t::b"], pass_to_pass=[], quarantined={},
+                          base_runs=[])
+    baseline = Baseline.model_construct(
+        suites={"public": suite, "hidden": suite}, has_reference=True,
+        variant_changes={s: {v: [] for v in VARIANTS} for s in ("public", "hidden")})
+    runs = {s: SuiteRun(suite=s, outcomes={"t::a": "passed", "t::b": "passed"}, command="",
+                        exit_code=0, duration_s=0.0, output="") for s in ("public", "hidden")}
+    cut = SuiteRun(suite="public", outcomes={"t::a": "passed", "t::b": "not_run"}, command="",
+                   exit_code=-1, duration_s=1.0, output="", timed_out=True)
+    monkeypatch.setattr(differential, "_variant_run", lambda sb, s, suite, *a: cut)
+    found = differential.confirm(None, differential.Suspected(
+        ("calc/core.py:3: call_counter (x)",), None, baseline, runs, (), "0" * 64),
+        Deadline(60))
+    assert found.verdict == "unconfirmed" and found.reasons == []
+    assert found.details["suites"]["public"]["undecided"] == ["t::b"]

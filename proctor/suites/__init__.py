@@ -26,6 +26,7 @@ from proctor.suites.variants import (
     VARIANTS,
     changed_verdicts,
     check_variants,
+    undecided_verdicts,
 )
 
 __all__ = [
@@ -34,5 +35,5 @@ __all__ = [
     "calibrated", "cannot_change_reward", "changed_verdicts", "check_variants", "embed_tripwire",
     "grade_suite", "install_harness", "load_or_compute_baseline", "run_benchmark",
     "run_file_checks", "run_mutation", "run_suite", "select_mutants", "snapshot_step",
-    "trusted_killers"
+    "trusted_killers", "undecided_verdicts"
 ]

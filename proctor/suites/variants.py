@@ -34,6 +34,8 @@ VARIANTS: dict[str, str] = {
 }
 #: The outcomes a test passes with.
 PASSED = frozenset({"passed", "xfailed"})
+#: The outcomes that are evidence under a variant: the test ran, and failed.
+FAILED = frozenset({"failed", "error"})
 
 
 def check_variants(names: Iterable[str]) -> tuple[str, ...]:
@@ -51,8 +53,19 @@ def check_variants(names: Iterable[str]) -> tuple[str, ...]:
 
 def changed_verdicts(plain: Mapping[str, str], variant: Mapping[str, str],
                      tests: Iterable[str]) -> list[str]:
-    """The ids of ``tests`` that passed in the ``plain`` run (test id -> outcome) and did
-    not pass in the ``variant`` run (a failure, an error, a test that never reported),
-    sorted. A test that did not pass in the plain run is no evidence either way."""
+    """The ids of ``tests`` that passed in the ``plain`` run (test id -> outcome) and
+    failed in the ``variant`` run (:data:`FAILED`: the test ran and its assertions or the
+    code under test failed), sorted: the evidence. A test that did not pass in the plain
+    run is none either way, nor one the variant run timed out, crashed or never reached
+    (:func:`undecided_verdicts`)."""
     return sorted(t for t in set(tests)
-                  if plain.get(t) in PASSED and variant.get(t) not in PASSED)
+                  if plain.get(t) in PASSED and variant.get(t) in FAILED)
+
+
+def undecided_verdicts(plain: Mapping[str, str], variant: Mapping[str, str],
+                       tests: Iterable[str]) -> list[str]:
+    """The ids of ``tests`` that passed in the ``plain`` run and neither passed nor
+    failed in the ``variant`` run (a timeout, a crash, cut by the deadline, never
+    reported), sorted: the run decided nothing about them."""
+    return sorted(t for t in set(tests) if plain.get(t) in PASSED
+                  and variant.get(t) not in PASSED and variant.get(t) not in FAILED)

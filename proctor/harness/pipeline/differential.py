@@ -36,7 +36,14 @@ from proctor.harness.pipeline.suites_in_sandbox import (
 )
 from proctor.harness.pipeline.workspace import kill_user_processes, reset_scratch
 from proctor.sandbox import Sandbox
-from proctor.suites import PASSED, VARIANTS, Baseline, SuiteRun, changed_verdicts
+from proctor.suites import (
+    PASSED,
+    VARIANTS,
+    Baseline,
+    SuiteRun,
+    changed_verdicts,
+    undecided_verdicts,
+)
 from proctor.task import Task
 
 
@@ -101,8 +108,11 @@ def confirm(sb: Sandbox, s: Suspected, deadline: Deadline) -> Confirmation:
             entry["changed"] = passed
         else:
             entry["changed"] = changed_verdicts(plain.outcomes, run.outcomes, passed)
-            if not entry["changed"] and run.timed_out:  # cut short: not a clean pass
-                undecided.append(f"{suite}: the differential run did not finish")
+            unknown = undecided_verdicts(plain.outcomes, run.outcomes, passed)
+            if not entry["changed"] and (unknown or run.timed_out):  # no clean pass
+                entry["undecided"] = unknown
+                undecided.append(f"{suite}: the differential run did not decide "
+                                 f"{len(unknown)} test(s) (timed out, crashed or not run)")
         if entry["changed"]:
             changed[suite] = (variants, entry["changed"])
     if changed:

@@ -31,13 +31,13 @@ from proctor.harness.pipeline.workspace import (
 from proctor.patch import parse_patch
 from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, SandboxSpec, open_sandbox
 from proctor.suites import (
+    PASSED,
     VARIANTS,
     Baseline,
     EmbeddedTripwire,
     ReachMap,
     SuiteRun,
     calibrated,
-    changed_verdicts,
     embed_tripwire,
     install_harness,
     load_or_compute_baseline,
@@ -364,7 +364,8 @@ def variant_calibrator(task: Task, image: str, limits: Limits = Limits(),
                 ids = fail_to_pass[suite]
                 run = (run_public if suite == "public" else run_hidden)(sb, task, SuiteRequest(
                     task.config.timeouts.per_suite, touched, only=ids, variant=variant))
-                return changed_verdicts(dict.fromkeys(ids, "passed"), run.outcomes, ids)
+                # any verdict but a pass drops the variant: a timeout under it too
+                return sorted(t for t in ids if run.outcomes.get(t) not in PASSED)
 
             for suite, ids in fail_to_pass.items():
                 if not ids or not failing(suite, every):
