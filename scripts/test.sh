@@ -9,5 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-python3 -m pytest -q -n "${PROCTOR_TEST_WORKERS:-2}" --dist worksteal -m "not serial" "$@"
-exec python3 -m pytest -q -m serial "$@"
+rc=0
+python3 -m pytest -q -n "${PROCTOR_TEST_WORKERS:-2}" --dist worksteal -m "not serial" "$@" \
+  || rc=$?
+serial_rc=0
+python3 -m pytest -q -m serial "$@" || serial_rc=$?
+exit $((rc != 0 ? rc : serial_rc))  # both parts run; the first failure's status
