@@ -798,9 +798,9 @@ import mutmut_adapter as a
 a.use_neutral_config()
 code = open(sys.argv[1]).read()
 lines = set(json.loads(sys.argv[2]))
-new, infos, errors = a.generate_all({"pkg/big.py": (code, lines)})
+new, infos, errors, unmutated = a.generate_all({"pkg/big.py": (code, lines)})
 a._method_parts = lambda *args: None  # every class whole
-whole, whole_infos, _ = a.generate_all({"pkg/big.py": (code, lines)})
+whole, whole_infos, _, whole_unmutated = a.generate_all({"pkg/big.py": (code, lines)})
 sys.path.insert(0, "/tmp/split")
 import os
 os.makedirs("/tmp/split/pkg", exist_ok=True)
@@ -818,6 +818,7 @@ for m in [None] + [i["name"] for i in infos]:
         results[str(m)] = type(exc).__name__
 a.activate(None)
 print(json.dumps({"infos": infos, "whole": whole_infos, "errors": errors,
+                  "unmutated": [unmutated, whole_unmutated],
                   "same_text": new == whole, "results": results}))
 '''
 
@@ -839,12 +840,19 @@ def test_methods_of_a_class_are_mutated_alone_with_the_whole_class_s_mutants(doc
     assert out["errors"] == []
     key = [(i["name"], i["line"], i["diff"]) for i in out["infos"]]
     assert key == [(i["name"], i["line"], i["diff"]) for i in out["whole"]]
+    assert out["unmutated"] == [[], []]
     funcs = sorted({i["function"] for i in out["infos"]})
-    # decorated methods get no trampoline (mutmut's rule), nor does the nested class
-    assert funcs == ["pkg.big.x_top", "pkg.big.xǁEngineǁjoin", "pkg.big.xǁEngineǁlater",
-                     "pkg.big.xǁEngineǁplural"]
+    # the decorated method gets a trampoline under its decorator (mutmut alone skips it),
+    # the nested class none
+    assert funcs == ["pkg.big.x_top", "pkg.big.xǁEngineǁcached", "pkg.big.xǁEngineǁjoin",
+                     "pkg.big.xǁEngineǁlater", "pkg.big.xǁEngineǁplural"]
+    assert [(i["name"], i["line"]) for i in out["infos"]
+            if "cached" in i["name"]] == [("pkg.big.xǁEngineǁcached__mutmut_1", 27),
+                                          ("pkg.big.xǁEngineǁcached__mutmut_2", 27)]
     assert out["results"]["None"] == ["a, b, c", "", "s", 4, 4, 2, 2]
     changed = [n for n, r in out["results"].items() if n != "None"
                and r != out["results"]["None"]]
-    # 14 mutants; all but two of join's change a result of these calls
-    assert len(out["infos"]) == 14 and len(changed) == 12
+    # 16 mutants; all but two of join's change a result of these calls (cached's: `x / 2`
+    # and `x * 3` through functools.cache)
+    assert len(out["infos"]) == 16 and len(changed) == 14
+    assert out["results"]["pkg.big.xǁEngineǁcached__mutmut_1"][4] == 1.0

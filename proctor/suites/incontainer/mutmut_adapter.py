@@ -13,9 +13,11 @@ trampoline's process-local slot (``trampoline._mutant_under_test``), never in th
 Run as ``python -I -B mutmut_adapter.py generate SPEC.json`` (root, in the throw-away
 copy; no code of the repo runs): SPEC is ``{"root": dir, "files": {path: [line, ...]}}``;
 each file is rewritten in place with its mutants and one JSON object is printed:
-``{"mutants": [{"name", "path", "line", "function", "diff"}], "errors": [str]}`` where
-``name`` is the value the trampoline dispatches on (``module.x_func__mutmut_3``) and
-``function`` the trampoline's coverage key (``module.x_func``).
+``{"mutants": [{"name", "path", "line", "function", "diff"}], "errors": [str],
+"unmutated": [{"path", "line", "function", "why"}]}`` where ``name`` is the value the
+trampoline dispatches on (``module.x_func__mutmut_3``), ``function`` the trampoline's
+coverage key (``module.x_func``), and ``unmutated`` the changed lines in code no mutant
+can be made for (see :data:`_MARK`: decorated functions get their mutants).
 
 ``python -I -B mutmut_adapter.py serve``: the same generation as a long-lived process on the
 host (:mod:`proctor.suites.mutant_generator`), sources in and rewritten sources out, one
@@ -118,7 +120,7 @@ def _owners(module):
     return owners
 
 
-def _diff(path: str, module, func, start: int, mutated) -> str:
+def _diff(path: str, module, func, start: int, mutated, mask: _Mask) -> str:
     before = module.code_for_node(func.with_changes(leading_lines=[])).splitlines()
     after = module.code_for_node(mutated.with_changes(leading_lines=[])).splitlines()
     out = [f"--- a/{path}", f"+++ b/{path}"]
@@ -127,6 +129,8 @@ def _diff(path: str, module, func, start: int, mutated) -> str:
         if m:
             line = (f"@@ -{int(m[1]) + start - 1}{m[2] or ''} "
                     f"+{int(m[3]) + start - 1}{m[4] or ''} @@")
+        else:
+            line = line[:1] + mask.line(line[1:])
         out.append(line)
     return "\n".join(out)
 
@@ -193,13 +197,13 @@ def _method_parts(node, src: list[str], lines: set[int]) -> list[Part] | None:
     return parts
 
 
-def touched_parts(code: str, lines: set[int]) -> list[Part]:
+def touched_parts(code: str, lines: set[int], tree=None) -> list[Part]:
     """The :class:`Part` s holding any of ``lines``, in file order: top-level functions,
     and the touched methods of top-level classes (the whole class when it cannot be
-    split, see :func:`_method_parts`)."""
+    split, see :func:`_method_parts`). ``tree``: ``code`` parsed, when it already is."""
     src = code.splitlines(keepends=True)
     parts = []
-    for node in ast.parse(code).body:
+    for node in (tree or ast.parse(code)).body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         start = _start(node)
@@ -210,15 +214,262 @@ def touched_parts(code: str, lines: set[int]) -> list[Part]:
     return parts
 
 
+#: mutmut never mutates a function that has decorators, but for a lone ``@staticmethod`` or
+#: ``@classmethod`` (``MutationVisitor._skip_node_and_children``): ``@property`` would break
+#: its trampoline, and copying the function with its decorators for the original and each
+#: mutant would run them once per copy (registering ``@app.route("/x")`` several times, say).
+#: Those functions are shown to mutmut without their decorator lines, each line replaced by
+#: a mark (a comment, so line numbers hold: :class:`Part`) naming its line in the file;
+#: mutmut makes, names and renders the mutants and its trampoline as for any function, and
+#: :meth:`_Mask.restore` puts the decorator lines back above the trampoline's own
+#: ``@_mutmut_mutated(...)`` decorator only: the decorators apply to the trampoline (the
+#: object they register, cache or wrap is what dispatches to the active mutant), in their
+#: order and with Python's own decorator semantics (``@x.setter`` reads the property ``x``
+#: before the new ``x`` is bound), while the original's and the mutants' copies stay
+#: undecorated plain functions the trampoline calls. The trampoline is a ``functools.wraps``
+#: of the function (``__name__``, ``__qualname__``, ``__doc__``, ``__annotations__``,
+#: ``__dict__``, ``__wrapped__``), so what decorators read of it is the function's own: the
+#: type hints ``functools.singledispatch`` registers by, the signature ``inspect`` follows
+#: through ``__wrapped__``, the generator or coroutine nature. A function decorated inside a
+#: changed function (``@functools.wraps(fn) def wrapper``) gets its decorator lines back in
+#: every copy, since each copy defines it anew when it runs.
+#:
+#: What this cannot measure, and so counts as not killed (``unmutated``, never "nothing to
+#: measure"): the changed lines of a function decorated with a compiler
+#: (:data:`_COMPILERS`: it would compile mutmut's dispatcher, not the code), and of those
+#: mutmut never mutates whatever the decorators (``__new__``, ``__getattribute__``,
+#: ``__setattr__``, an enum's ``__init__`` and ``_generate_next_value_``). A function with a
+#: ``# pragma: no mutate`` on a decorator line (the patch's own pragmas are stripped first)
+#: is left to mutmut, which skips it as the repository asked.
+#:
+#: A decorator that caches (``functools.cache``) caches the trampoline's results: a value
+#: cached before a mutant is active (at import, in the parent of the forked mutant runs)
+#: hides that mutant, which then survives; the stats pass and each mutant run are forked
+#: children, so nothing a test caches reaches another mutant. A decorator that calls the
+#: function at import (``@lambda f: f()``) computes with the original code: its mutants
+#: survive. Both err towards "not killed", never towards a higher score.
+_MARK = "# proctor: decorator line "
+_MARK_LINE = re.compile(r"[ \t]*# proctor: decorator line (\d+)[ \t]*(?:\r?\n)?")
+#: Last name of a decorator's callee that compiles the function (numba's ``jit``, ``njit``,
+#: ``vectorize``, ...; ``jax.jit``; ``torch.jit.script``, ``torch.compile``).
+_COMPILERS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "stencil",
+                        "generated_jit", "script", "compile"})
+#: Suffix of the k-th (k >= 2) changed function of a scope that shares its name with an
+#: earlier one (a property's getter and setter, ``@f.register def _``): mutmut names the
+#: trampoline's dict, copies and mutants after the function's name, so each gets its own
+#: (``xǁCǁxǀ2__mutmut_1``); the trampoline keeps the function's name.
+_ALIAS = "ǀ"
+_DEF = r"^([ \t]*(?:async[ \t]+)?def[ \t]+){}(?=[ \t]*[(\[])"
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines with their ends, split where Python's tokenizer splits them (not at
+    a form feed, as ``str.splitlines`` does)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
+
+
+def _functions(node) -> list:
+    return [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _skipped_for_decorators(func) -> bool:
+    """mutmut skips ``func`` for its decorators (its rule, see :data:`_MARK`)."""
+    decs = func.decorator_list
+    return bool(decs) and not (len(decs) == 1 and isinstance(decs[0], ast.Name)
+                               and decs[0].id in ("staticmethod", "classmethod"))
+
+
+def _compiler(func) -> str | None:
+    """The name of a decorator of ``func`` that compiles it (:data:`_COMPILERS`), or None."""
+    for dec in func.decorator_list:
+        callee = dec.func if isinstance(dec, ast.Call) else dec
+        last = (callee.attr if isinstance(callee, ast.Attribute)
+                else callee.id if isinstance(callee, ast.Name) else None)
+        if last in _COMPILERS:
+            return ast.unparse(callee)
+    return None
+
+
+class _Mask:
+    """The text mutmut reads for one file, and how to undo it in what mutmut renders
+    (see :data:`_MARK`). ``src``: the file's lines; ``lines``: the changed ones."""
+
+    def __init__(self, tree, src: list[str], lines: set[int], modname: str):
+        from mutmut.mutation.file_mutation import (
+            ENUM_BASE_NAMES,
+            NEVER_MUTATE_ENUM_FUNCTION_NAMES,
+            NEVER_MUTATE_FUNCTION_NAMES,
+        )
+
+        self.src, self.masked, self.changed = src, list(src), lines
+        self.originals: dict[int, str] = {}  # file line shown as a mark -> its text
+        self.every_copy: set[int] = set()  # marks of nested functions: back in every copy
+        self.aliases: dict[str, str] = {}  # alias -> the function's name
+        #: (class name or None, name shown to mutmut) of the functions shown undecorated
+        self.undecorated: set[tuple[str | None, str]] = set()
+        #: (line, function, why) of the changed lines no mutant can be made for; their
+        #: lines, which mutmut is not asked to mutate
+        self.unmutated: list[tuple[int, str, str]] = []
+        self.excluded: set[int] = set()
+        names: dict[tuple[str | None, str], int] = {}
+        for owner, func in self._top(tree):
+            qual = f"{modname}.{owner.name + '.' if owner else ''}{func.name}"
+            why = None
+            if func.name in NEVER_MUTATE_FUNCTION_NAMES:
+                why = f"mutmut never mutates {func.name}"
+            elif (owner is not None and func.name in NEVER_MUTATE_ENUM_FUNCTION_NAMES
+                  and any((b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", None))
+                          in ENUM_BASE_NAMES for b in owner.bases)):
+                why = f"mutmut never mutates an enum's {func.name}"
+            elif _skipped_for_decorators(func):
+                why = self._undecorate(func, every_copy=False)
+            if why is None:
+                for inner in _functions(func)[1:]:
+                    if not self._touched(inner):
+                        continue
+                    inner_why = (f"mutmut never mutates {inner.name}"
+                                 if inner.name in NEVER_MUTATE_FUNCTION_NAMES else
+                                 self._undecorate(inner, every_copy=True)
+                                 if _skipped_for_decorators(inner) else None)
+                    if inner_why:
+                        self._unmutated(inner, f"{qual}.<locals>.{inner.name}", inner_why)
+                key = (owner.name if owner else None, func.name)
+                names[key] = names.get(key, 0) + 1
+                shown = self._alias(func, names[key]) if names[key] > 1 else func.name
+                if shown is None:
+                    why = "another changed function of its scope has its name"
+                elif _start(func) in self.originals:
+                    self.undecorated.add((key[0], shown))
+            if why:
+                self._unmutated(func, qual, why)
+
+    def _top(self, tree):
+        """(class or None, function) of mutmut's scope holding changed lines, in file order."""
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if self._touched(node):
+                    yield None, node
+            elif isinstance(node, ast.ClassDef):
+                for meth in node.body:
+                    if isinstance(meth, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                            self._touched(meth):
+                        yield node, meth
+
+    def _touched(self, func) -> bool:
+        return any(_start(func) <= n <= func.end_lineno for n in self.changed)
+
+    def _unmutated(self, func, qual: str, why: str) -> None:
+        found = [n for n in sorted(self.changed) if func.lineno <= n <= func.end_lineno]
+        self.unmutated.extend((n, qual, why) for n in found)
+        self.excluded.update(found)
+
+    def _undecorate(self, func, every_copy: bool) -> str | None:
+        """Show ``func``'s decorator lines to mutmut as marks; or why it cannot be
+        (None also when a decorator line holds the repository's ``no mutate`` pragma)."""
+        first = _start(func)
+        block = range(first, func.lineno)
+        if any(_PRAGMA.search(self.src[n - 1].partition("#")[2]) for n in block):
+            return None
+        compiler = _compiler(func)
+        if compiler:
+            return (f"decorated with @{compiler}, which compiles the function: no "
+                    "trampoline can stand in for it")
+        indent = re.match(r"[ \t]*", self.src[first - 1])[0]
+        for n in block:
+            text = self.src[n - 1]
+            eol = text[len(text.rstrip("\r\n")):]
+            self.originals[n] = text
+            self.masked[n - 1] = f"{indent}{_MARK}{n}{eol or chr(10)}"
+            if every_copy:
+                self.every_copy.add(n)
+        return None
+
+    def _alias(self, func, k: int) -> str | None:
+        """Show ``func`` to mutmut under its alias (:data:`_ALIAS`); the alias, or None when
+        its ``def`` line is not one we can rewrite."""
+        alias = f"{func.name}{_ALIAS}{k}"
+        line = self.masked[func.lineno - 1]
+        new = re.sub(_DEF.format(re.escape(func.name)), lambda m: m[1] + alias, line, count=1)
+        if new == line:
+            return None
+        self.masked[func.lineno - 1] = new
+        self.aliases[alias] = func.name
+        return alias
+
+    def line(self, text: str) -> str:
+        """A line of a mutant's diff (after its ``+``, ``-`` or space) as in the file."""
+        m = _MARK_LINE.fullmatch(text)
+        if m and int(m[1]) in self.originals:
+            return self.originals[int(m[1])].rstrip("\r\n")
+        for alias, name in self.aliases.items():
+            text = re.sub(_DEF.format(re.escape(alias)), lambda m, n=name: m[1] + n, text)
+        return text
+
+    def restore(self, rendered: str) -> str:
+        """mutmut's rendering with the decorator lines back (on the first rendering of a
+        function of mutmut's scope, its trampoline, and dropped from the copies; on every
+        copy for a nested function), each alias's trampoline named as the function, and
+        each decorated trampoline moved below the original's copy, after a line that puts
+        that copy in the trampoline's dict: a decorator that calls the function when it is
+        defined (``@lambda f: f()``) gets the original's result instead of a KeyError from
+        the trampoline (mutmut fills the dict after the function, or after the class)."""
+        out, seen = [], set()
+        for text in _lines(rendered):
+            m = _MARK_LINE.fullmatch(text)
+            n = int(m[1]) if m else None
+            if n not in self.originals:
+                out.append(text)
+                continue
+            if n in self.every_copy or n not in seen:
+                out.append(self.originals[n])
+            seen.add(n)
+        if not self.aliases and not self.undecorated:
+            return "".join(out)
+        out = _lines("".join(out))
+        moves = []
+        for owner, scope in _scopes(ast.parse("".join(out))):
+            funcs = {n.name: n for n in scope
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for node in funcs.values():
+                dicts = [d.args[0].id for d in node.decorator_list
+                         if isinstance(d, ast.Call) and getattr(d.func, "id", None)
+                         == "_mutmut_mutated" and d.args and isinstance(d.args[0], ast.Name)]
+                orig = funcs.get(f"{dicts[0].removeprefix('mutants_')}_orig") if dicts else None
+                if (owner, node.name) in self.undecorated and orig is not None \
+                        and orig.lineno > node.end_lineno:
+                    indent = re.match(r"[ \t]*", out[orig.lineno - 1])[0]
+                    fill = f"{indent}{dicts[0]}['_mutmut_orig'] = {orig.name}\n"
+                    moves.append((_start(node), node.end_lineno, orig.end_lineno, fill))
+                name = self.aliases.get(node.name)
+                if name is not None:
+                    out[node.lineno - 1] = re.sub(_DEF.format(re.escape(node.name)),
+                                                  lambda m, n=name: m[1] + n,
+                                                  out[node.lineno - 1], count=1)
+        for first, last, after, fill in sorted(moves, reverse=True):
+            out[first - 1:after] = out[last:after] + [fill] + out[first - 1:last]
+        return "".join(out)
+
+
+def _scopes(tree):
+    """(class name or None, statements) of a module's body and of each top-level class."""
+    yield None, tree.body
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            yield node.name, node.body
+
+
 class _Statement:
     """One :class:`Part` holding changed lines: its mutmut module and the mutations on
-    those lines (``kept``: (mutation, function node, line in the file))."""
+    those lines (``kept``: (mutation, function node, line in the file)). ``text``: the
+    part as mutmut reads it (``mask``), ``original``: as in the file."""
 
-    def __init__(self, path: str, part: Part, text: str, local: set[int]):
+    def __init__(self, path: str, part: Part, text: str, local: set[int], mask: _Mask,
+                 original: str):
         from libcst.metadata import MetadataWrapper, PositionProvider
         from mutmut.mutation.file_mutation import create_mutations
 
         self.path, self.part, self.text = path, part, text
+        self.mask, self.original = mask, original
         self.start, self.end = part.start, part.end
         (self.module, mutations, self.ignored_classes,
          self.ignored_functions) = create_mutations(path, text, covered_lines=set(local))
@@ -266,10 +517,11 @@ class _Statement:
                 "name": f"{modname}.{mangled}__mutmut_{counter[func]}", "path": self.path,
                 "line": line, "function": f"{modname}.{mangled}",
                 "diff": _diff(self.path, self.module, func,
-                              self.part.to_file(self.positions[func].start.line), mutated),
+                              self.part.to_file(self.positions[func].start.line), mutated,
+                              self.mask),
             })
         if not muts:
-            src = self.text.splitlines(keepends=True)
+            src = self.original.splitlines(keepends=True)
             own = src[len(src) - (self.end - self.start + 1):]
             return "", "".join(own), "", []
         result = combine_mutations_to_source(self.module, muts, self.ignored_classes,
@@ -279,13 +531,31 @@ class _Statement:
             raise RuntimeError(f"mutmut hook broken: mutmut named {sorted(result.mutant_names)}"
                                f", expected {sorted(expected)}")
         head, sep, body = result.code.partition(trampoline_imports.strip())
-        if not sep or head.strip():
+        marks = [line for line in _lines(head) if line.strip()]
+        if not sep or not all(_MARK_LINE.fullmatch(line) for line in marks):
             raise RuntimeError("mutmut hook broken: the rendering does not start with "
                                f"{trampoline_imports.strip()!r}")
         body = body.lstrip("\n")
+        if marks:  # a top-level function's: libcst keeps a module's first comments apart
+            body = _above_trampoline(body, marks)
+        body = self.mask.restore(body)
         if self.part.header is None:
             return "", body, "", infos
         return (*_split_method(body, self.text, self.part), infos)
+
+
+def _above_trampoline(rendered: str, marks: list[str]) -> str:
+    """``rendered`` (mutmut's rendering of a top-level function) with ``marks`` put right
+    above its trampoline's decorators. Raises RuntimeError when it has no trampoline."""
+    lines = _lines(rendered)
+    for node in ast.parse(rendered).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(d, ast.Call) and getattr(d.func, "id", None) == "_mutmut_mutated"
+                for d in node.decorator_list):
+            at = _start(node) - 1
+            return "".join(lines[:at] + marks + lines[at:])
+    raise RuntimeError("mutmut hook broken: a decorated function's rendering has no "
+                       "trampoline")
 
 
 def _split_method(rendered: str, text: str, part: Part) -> tuple[str, str, str]:
@@ -307,14 +577,22 @@ def _split_method(rendered: str, text: str, part: Part) -> tuple[str, str, str]:
     return "".join(lines[:first - 1]), klass[len(head):], "".join(lines[last:])
 
 
-def _statements(path: str, code: str, lines: set[int]) -> tuple[str, list[_Statement]]:
+def _statements(path: str, code: str, lines: set[int]
+                ) -> tuple[str, list[_Statement], list[dict]]:
+    """(``code`` without the patch's pragmas, the statements holding ``lines``, one dict
+    ``{"path", "line", "function", "why"}`` per changed line no mutant can be made for)."""
     code = strip_pragmas(code, lines)
     src = code.splitlines(keepends=True)
+    tree = ast.parse(code)
+    mask = _Mask(tree, src, lines, module_name(path))
     out = []
-    for part in touched_parts(code, lines):
-        local = {part.to_text(n) for n in lines if part.start <= n <= part.end}
-        out.append(_Statement(path, part, part.text(src), local))
-    return code, out
+    for part in touched_parts(code, lines, tree):
+        local = {part.to_text(n) for n in lines - mask.excluded if part.start <= n <= part.end}
+        out.append(_Statement(path, part, part.text(mask.masked), local, mask,
+                              part.text(src)))
+    unmutated = [{"path": path, "line": n, "function": f, "why": why}
+                 for n, f, why in mask.unmutated]
+    return code, out, unmutated
 
 
 def _render_file(code: str, statements: list[_Statement], chosen: list[set[int]]
@@ -355,7 +633,7 @@ def generate(path: str, code: str, lines: set[int]) -> tuple[str, list[dict]]:
     """Mutants of ``code`` (the file at repo path ``path``) on ``lines`` only: every one
     (see :func:`generate_all`). Returns (the source to write in place of the file, one dict
     per mutant as in the module docstring). Raises RuntimeError when the hook broke."""
-    code, statements = _statements(path, code, lines)
+    code, statements, _unmutated = _statements(path, code, lines)
     return _render_file(code, statements, [set(range(len(s.kept))) for s in statements])
 
 
@@ -375,7 +653,8 @@ def take_hits() -> set[str]:
 
 
 def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | None = None,
-                 seed: int = 0) -> tuple[dict[str, str], list[dict], list[str]]:
+                 seed: int = 0
+                 ) -> tuple[dict[str, str], list[dict], list[str], list[dict]]:
     """Mutants of every file: ``sources`` maps repo path -> (code, changed lines).
 
     Each top-level function, and each method of a top-level class, holding a changed line
@@ -393,8 +672,9 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
     step out of time). Names then count the chosen ones only.
 
     Returns (path -> rewritten source, only for files that got mutants; the mutants, in
-    path order; one message per file that could not be parsed). Raises RuntimeError when
-    the mutmut hook broke."""
+    path order; one message per file that could not be parsed; the changed lines no mutant
+    can be made for, ``{"path", "line", "function", "why"}`` in path and line order, see
+    :data:`_MARK`). Raises RuntimeError when the mutmut hook broke."""
     import random
 
     parsed, errors = {}, []
@@ -405,7 +685,8 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
             raise  # the hook broke: fail loudly (the step is then degraded)
         except Exception as exc:  # noqa: BLE001 - unparsable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
-    slots = [(path, i, j, name) for path, (_c, sts) in parsed.items()
+    unmutated = [u for _c, _sts, found in parsed.values() for u in found]
+    slots = [(path, i, j, name) for path, (_c, sts, _u) in parsed.items()
              for i, st in enumerate(sts) for j, name in enumerate(st.names())]
     if max_mutants is not None and len(slots) > max_mutants:
         names = sorted(slot[3] for slot in slots)
@@ -415,7 +696,7 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
     for path, i, j, _name in slots:
         chosen.setdefault((path, i), set()).add(j)
     rewritten, mutants = {}, []
-    for path, (code, sts) in parsed.items():
+    for path, (code, sts, _u) in parsed.items():
         try:
             new_code, infos = _render_file(code, sts, [chosen.get((path, i), set())
                                                        for i in range(len(sts))])
@@ -427,7 +708,7 @@ def generate_all(sources: dict[str, tuple[str, set[int]]], max_mutants: int | No
         if infos:
             rewritten[path] = new_code
         mutants.extend(infos)
-    return rewritten, mutants, sorted(errors)
+    return rewritten, mutants, sorted(errors), unmutated
 
 
 def _generate_spec(spec_path: str) -> int:
@@ -441,21 +722,22 @@ def _generate_spec(spec_path: str) -> int:
         except (OSError, UnicodeDecodeError) as exc:  # unreadable: no mutants there
             errors.append(f"{path}: {type(exc).__name__}: {exc}")
     set_import_roots(spec.get("import_roots"))
-    rewritten, mutants, more = generate_all(sources, spec.get("max_mutants"),
-                                            spec.get("seed", 0))
+    rewritten, mutants, more, unmutated = generate_all(sources, spec.get("max_mutants"),
+                                                       spec.get("seed", 0))
     for path, code in rewritten.items():
         with open(os.path.join(spec["root"], path), "w", encoding="utf-8") as fh:
             fh.write(code)
-    print(json.dumps({"mutants": mutants, "errors": sorted(errors + more)}))
+    print(json.dumps({"mutants": mutants, "errors": sorted(errors + more),
+                      "unmutated": unmutated}))
     return 0
 
 
 def _serve(stdin, stdout) -> int:
     """One request a line on ``stdin``: ``{"files": {path: {"code": str, "lines": [int]}}}``;
     one answer a line on ``stdout``: ``{"files": {path: rewritten}, "mutants": [...],
-    "errors": [...]}``, or ``{"fatal": why}`` when the hook broke or the request is not
-    understood. A ``{"ready": versions}`` line comes first, once mutmut is loaded. Ends at
-    the end of ``stdin``."""
+    "errors": [...], "unmutated": [...]}``, or ``{"fatal": why}`` when the hook broke or
+    the request is not understood. A ``{"ready": versions}`` line comes first, once mutmut
+    is loaded. Ends at the end of ``stdin``."""
     from importlib.metadata import version
 
     import mutmut.mutation.file_mutation  # noqa: F401 - loaded once, before the first request
@@ -468,9 +750,10 @@ def _serve(stdin, stdout) -> int:
             request = json.loads(line)
             sources = {p: (f["code"], set(f["lines"])) for p, f in request["files"].items()}
             set_import_roots(request.get("import_roots"))
-            rewritten, mutants, errors = generate_all(sources, request.get("max_mutants"),
-                                                      request.get("seed", 0))
-            answer = {"files": rewritten, "mutants": mutants, "errors": errors}
+            rewritten, mutants, errors, unmutated = generate_all(
+                sources, request.get("max_mutants"), request.get("seed", 0))
+            answer = {"files": rewritten, "mutants": mutants, "errors": errors,
+                      "unmutated": unmutated}
         except Exception as exc:  # noqa: BLE001 - answered, never a dead server
             answer = {"fatal": f"{type(exc).__name__}: {exc}"}
         stdout.write(json.dumps(answer) + "\n")
