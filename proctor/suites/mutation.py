@@ -27,7 +27,10 @@ How a mutant is made, chosen and judged, in order:
    cannot enter them now); ``PROCTOR_REACH_SELECTION=0`` runs every trusted test.
    An identity "control" mutant must survive, or the code under test senses mutation.
 5. :func:`score_verdicts`: killed / (killed + survived); timeouts count as killed, mutants
-   no killer reaches count as survived, crashes and budget overruns are dropped.
+   no killer reaches count as survived, crashes and budget overruns are dropped. A changed
+   line in code no mutant can be made for (a function decorated with a compiler,
+   ``__new__``: the adapter's ``unmutated``) counts as one survived mutant, so hiding code
+   there never turns the measure into a null.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ TIMEOUT_CONSTANT_S = 1.0
 #: mutation testing instead of testing behaviour.
 SENSING = re.compile(r"environ|getenv|MUTANT_UNDER_TEST|mutmut|_getframe|\binspect\b|"
                      r"f_back|f_locals|f_globals|__code__|sys\.modules|\bgc\b|trampoline")
-KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged")
+#: ``unmutated``: a changed line in code no mutant can be made for (``mutmut_adapter``'s
+#: ``unmutated``: a function decorated with a compiler, ``__new__``, ...), one a line.
+KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged", "unmutated")
 #: Seconds of the step's time kept for the runner's session to start (collection, the
 #: stats pass) and report, outside the mutant loop's budget.
 RUNNER_MARGIN_S = 5.0
@@ -301,7 +306,8 @@ def control_position(n_mutants: int, rng: random.Random) -> int:
 
 def score_verdicts(verdicts: dict[str, str]) -> tuple[float | None, dict[str, int]]:
     """(killed / (killed + survived), counts per verdict). ``timeout`` counts as killed,
-    ``no_tests`` and ``unjudged`` (the runner died before reaching it) as survived;
+    ``no_tests``, ``unjudged`` (the runner died before reaching it) and ``unmutated`` (a
+    changed line no mutant can be made for) as survived;
     ``crashed`` and ``not_run`` (budget spent) are dropped. None when nothing was judged.
     Pure."""
     counts: dict[str, int] = {}
@@ -411,6 +417,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
     first: Future = Future()
     second: Future = Future()
     waited, allowed, result, chosen, generated, targets = 0.0, [], None, [], {}, []
+    unmutated: list[dict] = []
     # The runner starts now (interpreter, pytest, mutmut's trampoline) and blocks on its
     # stdin while the generation runs as root: the two overlap on the sandbox's CPUs. Its
     # first spec comes once the mutants are made: it collects, runs the stats pass and
@@ -426,6 +433,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
             else:
                 skip = set(selection[0])
                 targets = generated.pop("targets")
+                unmutated = generated.pop("unmutated")
                 first.set_result(generated | {
                     "killers": None, "killers_later": True, "stats_skip": sorted(skip),
                     "exclude": sorted(never_kill),
@@ -462,7 +470,8 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
         ev.details["collection_retry"] = True
     ev.details["timing"]["killers_wait_s"] = round(waited, 3)
     return _judge(res.output, res, chosen, ev, time.monotonic() - t0 - waited,
-                  generated.get("nonce"), allowed, generated.get("killer_files", []))
+                  generated.get("nonce"), allowed, generated.get("killer_files", []),
+                  unmutated)
 
 
 def _run_runner(sb: Sandbox, out: str, end: float, first: Future, second: Future | None):
@@ -507,8 +516,20 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # no
         why = f"mutmut failed to start: {prep[3][-300:].strip()}"
         return MutationResult(None, why, ev, degraded=True), [], {"abort": why}
     mutants = generated["mutants"]
+    unmutated = generated.get("unmutated", [])
     ev.details["generation_errors"] = generated["errors"]
     ev.details["generated_on"] = generated.get("generated_on", "sandbox")
+    if unmutated:
+        ev.details["unmutated"] = unmutated
+    if not mutants and unmutated:
+        # changed code the tool cannot mutate is not "nothing to measure": a null would
+        # re-share the weight and raise the reward of code hidden where no mutant goes
+        why = (f"no mutants on the changed lines: {len(unmutated)} changed line(s) no "
+               f"mutant can be made for count as survived ({unmutated[0]['why']})")
+        ev.details["verdicts"] = {"unmutated": len(unmutated)}
+        ev.details["survivors"] = _unmutated_survivors(unmutated)
+        return (MutationResult(0.0, why, ev, counts={"unmutated": len(unmutated)}), [],
+                {"abort": why})
     if not mutants:
         why = "; ".join(generated["errors"]) or "module-level code, deletions or unmutable lines"
         why = f"no mutants on the changed lines ({why})"
@@ -531,6 +552,7 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # no
                         "--assert=plain"],  # verdicts need no assertion introspection
         # the caller collects only the killers' modules (:func:`killer_targets`)
         "targets": [*task.config.tests.public, *task.hidden_files, *agent_ok],
+        "unmutated": unmutated,  # scored by the caller (:func:`_judge`), not the runner's
         "mutants": [{"name": x["name"], "function": x["function"]} for x in chosen],
         "control": control, "control_at": control_position(len(chosen), rng),
         "nonce": secrets.token_hex(16), "workers": workers,
@@ -610,7 +632,8 @@ def _host_generated(sb: Sandbox, task: Task,
     if answer is None:
         return {}
     out = {"host/gen.json": json.dumps({"mutants": answer["mutants"], "errors":
-                                        answer["errors"], "generated_on": "host"}).encode(),
+                                        answer["errors"], "generated_on": "host",
+                                        "unmutated": answer.get("unmutated", [])}).encode(),
            "host/expect.sha256": "".join(
                f"{hashlib.sha256(texts[p].encode()).hexdigest()}  {p}\n"
                for p in sorted(lines)).encode()}
@@ -681,12 +704,21 @@ def _screen_agent_tests(sb: Sandbox, repo: str, files: list[str]
     return ok, out
 
 
+def _unmutated_survivors(unmutated: list[dict]) -> list[dict]:
+    """The survivors' entries of the changed lines no mutant can be made for."""
+    return [{"name": f"{u['function']} (line {u['line']})", "path": u["path"],
+             "line": u["line"], "diff": "", "verdict": "unmutated", "why": u["why"]}
+            for u in unmutated]
+
+
 def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,  # noqa: PLR0913
            nonce: str | None = None, killers: list[str] | None = None,
-           killer_files: list[str] = ()) -> MutationResult:
+           killer_files: list[str] = (), unmutated: list[dict] = ()) -> MutationResult:
     """The step's result from the runner's output. ``killers`` / ``killer_files``: the
     tests that may kill; a kill by any other test is a line the runner never writes
-    (counted as forged)."""
+    (counted as forged). ``unmutated``: changed lines no mutant can be made for
+    (``mutmut_adapter``), each counted as one survived mutant (verdict ``unmutated``):
+    all of them, whatever sample of the mutants ``max_mutants`` drew."""
     stats, lines, control, started, done, output, forged = parse_runner_output(text, nonce)
     if killers is not None:
         allowed, files = set(killers), set(killer_files)
@@ -734,13 +766,15 @@ def _judge(text: str, res, chosen: list[dict], ev: Evidence, step_s: float,  # n
     verdicts = {name: line["verdict"] for name, line in lines.items()}
     if done is None:  # the session died midway: what it did not judge is not killed
         verdicts |= {x["name"]: "unjudged" for x in chosen if x["name"] not in verdicts}
+    extra = _unmutated_survivors(list(unmutated))
+    verdicts |= {u["name"]: u["verdict"] for u in extra}
     score, counts = score_verdicts(verdicts)
     ran_out = ran_out or "not_run" in counts
     by_name = {x["name"]: x for x in chosen}
     ev.details["verdicts"] = counts
     ev.details["survivors"] = [
         {k: by_name[n][k] for k in ("name", "path", "line", "diff")}
-        | {"verdict": v} for n, v in verdicts.items() if v in SURVIVED and n in by_name]
+        | {"verdict": v} for n, v in verdicts.items() if v in SURVIVED and n in by_name] + extra
     ev.details["dropped"] = {n: v for n, v in verdicts.items() if v not in KILLED + SURVIVED}
     if score is None:
         return MutationResult(None, f"no mutant could be judged ({counts})", ev, counts=counts,
