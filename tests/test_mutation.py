@@ -8,6 +8,7 @@ trampoline's process-local mutant slot, the stats hits, mutant naming).
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 import time
@@ -145,6 +146,37 @@ def test_a_crashed_control_is_the_patch_s_failure_scored_zero_never_null():
     assert got.score == 0.0 and got.note.startswith("the control mutant (the original code) "
                                                     "crashed")
     assert not got.degraded and not got.tampered
+
+
+def test_changed_lines_no_mutant_can_be_made_for_count_as_survivors():
+    # each of the adapter's ``unmutated`` lines is one survived mutant, next to the
+    # runner's verdicts, whatever sample of mutants was judged
+    from types import SimpleNamespace
+
+    from proctor.record import Evidence
+    from proctor.suites.mutation import _judge
+
+    n = "abc123"
+    text = "\n".join([
+        '{"started": {"pid": 1}}', f'{{"stats": {{"tests": 3}}, "n": "{n}"}}',
+        f'{{"mutant": "m.x_f__mutmut_1", "verdict": "killed", "n": "{n}"}}',
+        f'{{"mutant": "m.x_f__mutmut_2", "verdict": "killed", "n": "{n}"}}',
+        f'{{"control": "m.x_f__mutmut_c1", "verdict": "survived", "n": "{n}"}}',
+        f'{{"done": {{"duration_s": 0.1}}, "n": "{n}"}}'])
+    res = SimpleNamespace(command="runner", exit_code=0, duration_s=1.0, output=text,
+                          timed_out=False, truncated=False)
+    chosen = [{"name": f"m.x_f__mutmut_{i}", "path": "m.py", "line": 3, "diff": "d"}
+              for i in (1, 2)]
+    unmutated = [{"path": "m.py", "line": 9, "function": "m.C.__new__",
+                  "why": "mutmut never mutates __new__"}]
+    got = _judge(text, res, chosen, Evidence(details={"timing": {}}), 1.0, nonce=n,
+                 unmutated=unmutated)
+    assert got.score == pytest.approx(2 / 3) and got.note is None
+    assert got.counts == {"killed": 2, "unmutated": 1}
+    [survivor] = got.evidence.details["survivors"]
+    assert survivor["verdict"] == "unmutated" and survivor["line"] == 9
+    assert survivor["why"] == "mutmut never mutates __new__"
+    assert score_verdicts({"a": "unmutated"})[0] == 0.0
 
 
 # --------------------------------------------------------------------------- task table
@@ -856,3 +888,402 @@ def test_methods_of_a_class_are_mutated_alone_with_the_whole_class_s_mutants(doc
     # and `x * 3` through functools.cache)
     assert len(out["infos"]) == 16 and len(changed) == 14
     assert out["results"]["pkg.big.xǁEngineǁcached__mutmut_1"][4] == 1.0
+
+
+#: Decorated functions of every common shape (mutmut alone skips them all): a cache, a
+#: registry decorator with arguments over several lines, one that records the function and
+#: returns None, one that calls it at import, ``singledispatch`` and two ``register``-ed
+#: ``_``, a decorator applied to another, a property's getter and setter, ``@classmethod`` and
+#: ``@staticmethod`` over a cache, a name-mangled method; a compiler decorator (``jit``) and
+#: ``__new__``, which get no mutant.
+DECORATED = textwrap.dedent('''\
+    import functools
+
+    ROUTES = {}
+    SEEN = []
+
+
+    def route(path, *, methods=("GET",)):
+        def register(fn):
+            ROUTES[path] = (tuple(methods), fn)
+            return fn
+        return register
+
+
+    def remember(fn):
+        SEEN.append(fn)
+
+
+    def call_now(fn):
+        return fn()
+
+
+    def jit(fn):
+        return fn
+
+
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs) + 1000
+        return wrapper
+
+
+    @functools.cache
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+    @route(
+        "/total",
+        methods=["GET", "POST"],
+    )
+    def total(items: list[int], start: int = 0) -> int:
+        """Sum of items from start."""
+        return sum(items) + start
+
+
+    @remember
+    def shout(word):
+        return word.upper() + "!"
+
+
+    @call_now
+    def LIMIT():
+        return 60 * 60
+
+
+    @functools.singledispatch
+    def describe(x):
+        return "thing"
+
+
+    @describe.register
+    def _(x: int):
+        return f"int {x + 1}"
+
+
+    @describe.register
+    def _(x: list):
+        return f"list of {len(x) * 1}"
+
+
+    @jit
+    def fast(x):
+        return x * 2
+
+
+    @logged
+    def base(x):
+        return x - 1
+
+
+    class Temperature:
+        def __new__(cls, *args):
+            return super().__new__(cls)
+
+        def __init__(self, celsius=0.0):
+            self._c = celsius
+
+        @property
+        def fahrenheit(self):
+            """Degrees Fahrenheit."""
+            return self._c * 9 / 5 + 32
+
+        @fahrenheit.setter
+        def fahrenheit(self, value):
+            self._c = (value - 32) * 5 / 9
+
+        @classmethod
+        @functools.cache
+        def boiling(cls, unit):
+            return 100 if unit == "C" else 212
+
+        @staticmethod
+        @functools.lru_cache(maxsize=None)
+        def scale(x):
+            return x * 10
+
+        def __round(self, x):
+            return round(x, 1)
+
+        def shown(self):
+            return self.__round(self._c + 0.04)
+\
+''')
+#: The functions of DECORATED whose body lines the patch changed.
+DECORATED_CHANGED = {"fib", "total", "shout", "LIMIT", "describe", "_", "fast", "base",
+                     "logged", "__new__", "__init__", "fahrenheit", "boiling", "scale",
+                     "__round", "shown"}
+DECORATED_CHECK = r'''
+import importlib.util, inspect, json, os, sys
+sys.path.insert(0, "/proctor/harness")
+import mutmut_adapter as a
+a.use_neutral_config()
+code = open(sys.argv[1]).read()
+lines = set(json.loads(sys.argv[2]))
+new, infos, errors, unmutated = a.generate_all({"pkg/deco.py": (code, lines)})
+a._method_parts = lambda *args: None  # every class whole
+_, whole, _, _ = a.generate_all({"pkg/deco.py": (code, lines)})
+root = "/tmp/deco_check"
+os.makedirs(f"{root}/pkg", exist_ok=True)
+open(f"{root}/pkg/__init__.py", "w").close()
+open(f"{root}/pkg/deco.py", "w").write(new["pkg/deco.py"])
+spec = importlib.util.spec_from_file_location("deco_original", sys.argv[1])
+orig = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(orig)
+sys.path.insert(0, root)
+import pkg.deco as mutated
+
+
+def calls(m):
+    hot, cold = m.Temperature(100.0), m.Temperature()
+    cold.fahrenheit = 212
+    return [m.fib(12), m.ROUTES["/total"][1]([1, 2], start=3), m.ROUTES["/total"][0],
+            m.total([4]), m.SEEN[0]("hi"), m.shout, m.LIMIT, m.describe(1),
+            m.describe([1, 2]), m.describe("s"), m.fast(2), m.base(5), m.logged(abs)(-2),
+            hot.fahrenheit, round(cold._c, 6), m.Temperature.boiling("F"),
+            m.Temperature.scale(3), hot.shown()]
+
+
+def looks(m):
+    t = m.Temperature
+    return [m.total.__name__, m.total.__qualname__, m.total.__doc__,
+            repr(m.total.__annotations__), str(inspect.signature(m.total)),
+            t.fahrenheit.__doc__, t.fahrenheit.fget.__qualname__,
+            t.fahrenheit.fset.__qualname__, t.boiling.__qualname__, t.scale.__name__,
+            sorted(k.__name__ for k in m.describe.registry), m.fib.cache_info().maxsize,
+            m.base.__name__, m.base.__wrapped__.__name__]
+
+
+def run(name):
+    """calls() of the mutated module with ``name`` active, in a fork (as the runner
+    judges each mutant): a cache filled by one never reaches another."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        a.activate(name)
+        try:
+            out = json.dumps(calls(mutated), default=repr)
+        except Exception as exc:
+            out = json.dumps(type(exc).__name__)
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    return json.loads(os.read(r, 1 << 20).decode())
+
+
+print(json.dumps({
+    "errors": errors, "unmutated": unmutated,
+    "same_as_whole": [(i["name"], i["line"], i["diff"]) for i in infos]
+    == [(i["name"], i["line"], i["diff"]) for i in whole],
+    "original": json.loads(json.dumps(calls(orig), default=repr)),
+    "looks": [looks(orig), looks(mutated)],
+    "results": {str(n): run(n) for n in [None, "stats"] + [i["name"] for i in infos]},
+    "infos": infos,
+}))
+'''
+
+
+def _body_lines(code: str, names: set[str]) -> list[int]:
+    """Body lines of the top-level functions and methods named in ``names``."""
+    out = []
+    for node in ast.parse(code).body:
+        funcs = node.body if isinstance(node, ast.ClassDef) else [node]
+        for f in funcs:
+            if isinstance(f, ast.FunctionDef) and f.name in names:
+                out.extend(range(f.body[0].lineno, f.end_lineno + 1))
+    return out
+
+
+@pytest.mark.docker
+def test_decorated_functions_get_trampolines_that_behave_like_the_original(docker_ready):
+    """Each decorated function's decorators wrap its trampoline: the module imports, the
+    original through the trampolines gives the same results and the same metadata
+    (``__doc__``, ``__annotations__``, the signature, what ``singledispatch`` registered),
+    the registry holds the trampoline, and a mutant of each function changes a result, in a
+    fork each as the runner judges them, but the one computed at import. The compiler-
+    decorated function and ``__new__`` get none: their lines are ``unmutated``."""
+    from proctor.sandbox import PYTHON, DockerSandbox
+    from proctor.suites import install_harness
+
+    lines = _body_lines(DECORATED, DECORATED_CHANGED)
+    with DockerSandbox(docker_ready) as sb:
+        install_harness(sb)
+        sb.put_files("/tmp/src", {"deco.py": DECORATED.encode(),
+                                  "check.py": DECORATED_CHECK.encode()})
+        res = sb.run([PYTHON, "-I", "-B", "/tmp/src/check.py", "/tmp/src/deco.py",
+                      json.dumps(lines)], timeout=120)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert out["errors"] == [] and out["same_as_whole"] is True
+    src = DECORATED.splitlines()
+    assert [(u["line"], u["function"], u["why"].split(",")[0]) for u in out["unmutated"]] == [
+        (src.index("    return x * 2") + 1, "pkg.deco.fast", "decorated with @jit"),
+        (src.index("        return super().__new__(cls)") + 1, "pkg.deco.Temperature.__new__",
+         "mutmut never mutates __new__")]
+    base = out["original"]
+    assert base == [144, 6, ["GET", "POST"], 4, "HI!", None, 3600, "int 2", "list of 2",
+                    "thing", 4, 1004, 1002, 212.0, 100.0, 212, 30, 100.0]
+    assert out["results"]["None"] == out["results"]["stats"] == base
+    assert out["looks"][1] == out["looks"][0]
+    counts: dict[str, int] = {}
+    changes: dict[str, set[int]] = {}
+    for info in out["infos"]:
+        f = info["function"].removeprefix("pkg.deco.")
+        counts[f] = counts.get(f, 0) + 1
+        got = out["results"][info["name"]]
+        changes.setdefault(f, set()).update(
+            range(len(base)) if not isinstance(got, list) else
+            (i for i, (x, y) in enumerate(zip(got, base, strict=True)) if x != y))
+    assert counts == {
+        "x_logged": 4, "x_fib": 11, "x_total": 2, "x_shout": 3, "x_LIMIT": 3,
+        "x_describe": 2, "x__": 2, "x__ǀ2": 2, "x_base": 2, "xǁTemperatureǁ__init__": 1,
+        "xǁTemperatureǁfahrenheit": 6, "xǁTemperatureǁfahrenheitǀ2": 7,
+        "xǁTemperatureǁboiling": 7, "xǁTemperatureǁscale": 2, "xǁTemperatureǁ__round": 5,
+        "xǁTemperatureǁshown": 3}
+    assert changes.pop("x_LIMIT") == set()  # computed once at import, by the original
+    assert all(changes.values()), changes
+    # each reached through what its decorators made of it
+    assert 0 in changes["x_fib"]  # functools.cache
+    assert 1 in changes["x_total"]  # the route registry's entry
+    assert 4 in changes["x_shout"]  # the list it was recorded in (the name is None)
+    assert {7, 8} <= changes["x__"] | changes["x__ǀ2"]  # singledispatch's registry
+    assert 11 in changes["x_base"] and 12 in changes["x_logged"]
+    assert 13 in changes["xǁTemperatureǁfahrenheit"]  # property getter
+    assert 14 in changes["xǁTemperatureǁfahrenheitǀ2"]  # its setter
+    assert 15 in changes["xǁTemperatureǁboiling"] and 16 in changes["xǁTemperatureǁscale"]
+    assert 17 in changes["xǁTemperatureǁ__round"]
+
+
+#: A patch whose every change is inside decorated functions (a cached function, a
+#: property's getter and setter), and the same patch with a no-op decorator added to each
+#: (``@passthrough``, a ``functools.wraps`` wrapper): mutmut alone made no mutant for either
+#: and the step was a null whose weight the other components shared.
+DECO_BASE = textwrap.dedent('''\
+    import functools
+
+
+    def passthrough(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapper
+
+
+    @functools.cache
+    def shipping(weight):
+        return 5
+
+
+    class Box:
+        def __init__(self, grams=0):
+            self.grams = grams
+
+        @property
+        def kilos(self):
+            return self.grams / 1000
+
+        @kilos.setter
+        def kilos(self, value):
+            self.grams = value * 1000
+''')
+DECO_PATCHED = (DECO_BASE
+                .replace("    return 5\n", "    if weight > 10:\n"
+                         "        return 5 + weight // 10\n    return 5\n")
+                .replace("return self.grams / 1000", "return round(self.grams / 1000, 1)")
+                .replace("self.grams = value * 1000", "self.grams = int(value * 1000)"))
+DECO_NOOP = (DECO_PATCHED.replace("@functools.cache\ndef shipping",
+                                  "@functools.cache\n@passthrough\ndef shipping")
+             .replace("    @property\n", "    @property\n    @passthrough\n")
+             .replace("    @kilos.setter\n", "    @kilos.setter\n    @passthrough\n"))
+DECO_PUBLIC = textwrap.dedent("""\
+    from pkg.core import Box, shipping
+
+
+    def test_shipping():
+        assert shipping(1) == 5
+        assert shipping(30) == 8
+
+
+    def test_kilos():
+        box = Box(1234)
+        assert box.kilos == 1.2
+        box.kilos = 2.5
+        assert box.grams == 2500
+""")
+DECO_HIDDEN = ("from pkg.core import shipping\n\n\ndef test_shipping_edges():\n"
+               "    assert shipping(10) == 5\n    assert shipping(11) == 6\n")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("patched", [DECO_PATCHED, DECO_NOOP], ids=["decorated", "noop_added"])
+def test_changes_inside_decorated_functions_are_measured_and_a_noop_decorator_hides_none(
+        docker_ready, tmp_path, toolz_make_task, patched):
+    task, patch = make_tiny_task(tmp_path / "deco", toolz_make_task.make_patch, DECO_BASE,
+                                 patched, DECO_PUBLIC, DECO_HIDDEN)
+    killers, res = run_step(docker_ready, task, patch, timeout=90)
+    assert len(killers) == 3
+    d = res.evidence.details
+    assert res.note is None and res.degraded is False, (res.note, res.evidence.output)
+    assert d["control"]["verdict"] == "survived"
+    assert "unmutated" not in d
+    bodies = ("    if weight > 10:", "        return 5 + weight // 10",
+              "        return round(self.grams / 1000, 1)",
+              "        self.grams = int(value * 1000)")
+    changed = [n for n, t in enumerate(patched.splitlines(), 1) if t in bodies]
+    added = [n for n, t in enumerate(patched.splitlines(), 1) if t.strip() == "@passthrough"]
+    # the decorator lines added are changed code too, with no mutant of their own
+    assert d["changed_lines"] == {"pkg/core.py": sorted(changed + added)}
+    assert len(changed) == 4 and len(added) == (3 if patched is DECO_NOOP else 0)
+    # shipping: 6 mutants, the getter: 7, the setter: 4, all killed through the cache, the
+    # property and its setter, with or without @passthrough, but `/ 1000` -> `/ 1001`,
+    # which round(..., 1) hides
+    assert res.counts == {"killed": 16, "survived": 1}
+    assert res.score == pytest.approx(16 / 17)
+    [survivor] = d["survivors"]
+    assert survivor["line"] == changed[2]
+    assert survivor["diff"].endswith("+    return round(self.grams / 1001, 1)")
+
+
+
+#: The patch's only change is in code no mutant can be made for: ``__new__`` (mutmut never
+#: mutates it) and a function under a compiler decorator (a stand-in ``jit``).
+UNMUTABLE_BASE = textwrap.dedent('''\
+    def jit(fn):
+        return fn
+
+
+    @jit
+    def area(w, h):
+        return w + h
+
+
+    class Point:
+        def __new__(cls, x=0):
+            self = super().__new__(cls)
+            self.x = x
+            return self
+''')
+UNMUTABLE_PATCHED = (UNMUTABLE_BASE.replace("return w + h", "return w * h")
+                     .replace("self.x = x", "self.x = abs(x)"))
+
+
+@pytest.mark.docker
+def test_changes_no_mutant_can_be_made_for_score_zero_never_null(docker_ready, tmp_path,
+                                                                 toolz_make_task):
+    task, patch = make_tiny_task(
+        tmp_path / "unmutable", toolz_make_task.make_patch, UNMUTABLE_BASE,
+        UNMUTABLE_PATCHED, "from pkg.core import area\n\n\ndef test_area():\n"
+        "    assert area(2, 3) == 6\n",
+        "from pkg.core import Point\n\n\ndef test_point():\n    assert Point(-2).x == 2\n")
+    _, res = run_step(docker_ready, task, patch, timeout=60)
+    d = res.evidence.details
+    assert res.score == 0.0 and res.degraded is False
+    assert res.note.startswith("no mutants on the changed lines: 2 changed line(s) no mutant "
+                               "can be made for count as survived")
+    assert res.counts == {"unmutated": 2}
+    assert [(u["line"], u["function"]) for u in d["unmutated"]] == [
+        (7, "pkg.core.area"), (13, "pkg.core.Point.__new__")]
+    assert [s["verdict"] for s in d["survivors"]] == ["unmutated"] * 2
