@@ -48,6 +48,9 @@ MODULE_LEVEL_FIX = (
     "                           else (lambda x: ())) if isinstance(index, list)\n"
     "          else operator.itemgetter(index))\n")
 
+#: A decorator line that changes nothing (PEP 614 expression: no new function to mutate).
+NOOP_DECORATOR = "@(lambda fn: fn)\n"
+
 
 def with_extra_branch(getter_src: str, comment: str = "") -> str:
     return getter_src.replace(
@@ -74,6 +77,9 @@ def patches(toolz_make_task, make_toolz_patch):
         # test_e2e_toolz's test_patch_without_progress_skips_mutation_with_the_same_reward.)
         "module_level_fix": make_toolz_patch({BUGGY_FILE: (
             mk.GETTER_BUGGY, mk.GETTER_BUGGY + MODULE_LEVEL_FIX)}),
+        # "extra" with a decorator that does nothing: mutmut alone skips decorated functions
+        "extra_noop_decorator": make_toolz_patch({BUGGY_FILE: (
+            mk.GETTER_BUGGY, NOOP_DECORATOR + with_extra_branch(mk.GETTER_ORIGINAL))}),
     }
 
 
@@ -116,6 +122,22 @@ def test_minimal_fix_outscores_fix_with_untested_branch(scored):
     assert ref.reward - extra.reward == pytest.approx(0.2 * 0.25 + 0.001, abs=1e-12)
     assert extra.flags.degraded is False
     RewardRecord.model_validate_json(extra.to_json())
+
+
+@pytest.mark.docker
+def test_a_noop_decorator_on_the_changed_function_does_not_switch_mutation_off(scored):
+    # the decorated trampoline is what the module binds: the same mutants, the same
+    # verdicts, the same score as "extra", its weight kept (a null would re-share it)
+    rec = scored("extra_noop_decorator")
+    d = rec.evidence["mutation"].details
+    assert rec.components["mutation_score"] == 0.75
+    assert d["verdicts"] == {"killed": 3, "survived": 1}
+    assert d["control"]["verdict"] == "survived" and "unmutated" not in d
+    [survivor] = d["survivors"]
+    assert (survivor["path"], survivor["line"]) == (BUGGY_FILE, 815)  # one line lower
+    assert "-        return lambda x: x\n+        return lambda x: None" in survivor["diff"]
+    assert rec.weights["mutation_score"] == pytest.approx(0.2)
+    assert rec.flags.degraded is False
 
 
 @pytest.mark.docker
