@@ -53,6 +53,37 @@ def test_host_generation_is_byte_identical_to_the_sandboxs(docker_ready, toolz_t
     assert rewritten != code
 
 
+#: Sections split by form feeds (GNU style): ``str.splitlines`` splits there, Python does not.
+FORM_FEEDS = "def a(x):\n    return x + 1\n\n\x0c\n\ndef b(x):  # \x0c\n    return x * 2\n"
+
+
+@pytest.mark.docker
+def test_decorated_functions_and_form_feeds_make_the_same_mutants_on_host_and_sandbox(
+        docker_ready):
+    from proctor.suites import install_harness
+    from tests.test_mutation import DECORATED, DECORATED_CHANGED, _body_lines
+
+    files = {"pkg/deco.py": (DECORATED, _body_lines(DECORATED, DECORATED_CHANGED)),
+             "pkg/ff.py": (FORM_FEEDS, [7])}
+    with DockerSandbox(docker_ready) as sb:
+        install_harness(sb)
+        host = mutant_generator.generate(sb, files)
+        spec = {"root": "/tmp/g", "files": {p: n for p, (_c, n) in files.items()}}
+        sb.put_files("/tmp/g", {"gen.json": json.dumps(spec).encode(),
+                                **{p: c.encode() for p, (c, _n) in files.items()}})
+        res = sb.run([PYTHON, "-I", "-B", f"{HARNESS_DIR}/mutmut_adapter.py", "generate",
+                      "/tmp/g/gen.json"], cwd="/", timeout=60)
+        assert res.ok, res.output
+        in_sandbox = json.loads(res.output.strip().rpartition("\n")[2])
+        rewritten = {p: sb.get_file(f"/tmp/g/{p}").decode() for p in files}
+    assert host is not None and host["errors"] == in_sandbox["errors"] == []
+    assert host["mutants"] == in_sandbox["mutants"] and len(host["mutants"]) == 64
+    assert host["unmutated"] == in_sandbox["unmutated"] and len(host["unmutated"]) == 2
+    assert host["files"] == rewritten
+    assert [(m["name"], m["line"]) for m in host["mutants"] if m["path"] == "pkg/ff.py"] == [
+        ("pkg.ff.x_b__mutmut_1", 7), ("pkg.ff.x_b__mutmut_2", 7)]
+
+
 @pytest.mark.docker
 def test_an_unparsable_file_is_an_error_not_a_dead_generator(docker_ready):
     with DockerSandbox(docker_ready) as sb:

@@ -48,6 +48,13 @@ from mutmut.state import state
 _PRAGMA = re.compile(r"no\s+mutate")
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines with their ends, split where Python's tokenizer splits them , so that
+    line ``n`` is the one ``ast`` numbers ``n`` (``str.splitlines`` also splits at a form
+    feed, a line or paragraph separator, which Python keeps inside a line)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
+
+
 def use_neutral_config() -> None:
     """Load mutmut's configuration from an empty directory of ours (no patterns, no
     ``[tool.mutmut]`` of the repo), so nothing in the repo can steer what is mutated."""
@@ -65,7 +72,7 @@ def use_neutral_config() -> None:
 
 def strip_pragmas(code: str, lines: set[int]) -> str:
     """Blank ``# pragma: no mutate`` comments on ``lines`` (the patch's own), keeping columns."""
-    out = code.splitlines(keepends=True)
+    out = _lines(code)
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, SyntaxError):
@@ -121,8 +128,10 @@ def _owners(module):
 
 
 def _diff(path: str, module, func, start: int, mutated, mask: _Mask) -> str:
-    before = module.code_for_node(func.with_changes(leading_lines=[])).splitlines()
-    after = module.code_for_node(mutated.with_changes(leading_lines=[])).splitlines()
+    before = [x.rstrip("\r\n") for x in _lines(module.code_for_node(
+        func.with_changes(leading_lines=[])))]
+    after = [x.rstrip("\r\n") for x in _lines(module.code_for_node(
+        mutated.with_changes(leading_lines=[])))]
     out = [f"--- a/{path}", f"+++ b/{path}"]
     for line in list(difflib.unified_diff(before, after, n=1, lineterm=""))[2:]:
         m = re.match(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", line)
@@ -201,7 +210,7 @@ def touched_parts(code: str, lines: set[int], tree=None) -> list[Part]:
     """The :class:`Part` s holding any of ``lines``, in file order: top-level functions,
     and the touched methods of top-level classes (the whole class when it cannot be
     split, see :func:`_method_parts`). ``tree``: ``code`` parsed, when it already is."""
-    src = code.splitlines(keepends=True)
+    src = _lines(code)
     parts = []
     for node in (tree or ast.parse(code)).body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -260,12 +269,6 @@ _COMPILERS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "ste
 #: (``xǁCǁxǀ2__mutmut_1``); the trampoline keeps the function's name.
 _ALIAS = "ǀ"
 _DEF = r"^([ \t]*(?:async[ \t]+)?def[ \t]+){}(?=[ \t]*[(\[])"
-
-
-def _lines(text: str) -> list[str]:
-    """``text``'s lines with their ends, split where Python's tokenizer splits them (not at
-    a form feed, as ``str.splitlines`` does)."""
-    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
 
 
 def _functions(node) -> list:
@@ -521,7 +524,7 @@ class _Statement:
                               self.mask),
             })
         if not muts:
-            src = self.original.splitlines(keepends=True)
+            src = _lines(self.original)
             own = src[len(src) - (self.end - self.start + 1):]
             return "", "".join(own), "", []
         result = combine_mutations_to_source(self.module, muts, self.ignored_classes,
@@ -564,9 +567,9 @@ def _split_method(rendered: str, text: str, part: Part) -> tuple[str, str, str]:
     before and after the class (its mutant dict and the dict's entries) and the class body
     it wrote in place of the method. Raises RuntimeError when the rendering does not hold
     the class header unchanged."""
-    lines = rendered.splitlines(keepends=True)
+    lines = _lines(rendered)
     classes = [n for n in ast.parse(rendered).body if isinstance(n, ast.ClassDef)]
-    head = "".join(text.splitlines(keepends=True)[:part.header - part.top[0] + 1])
+    head = "".join(_lines(text)[:part.header - part.top[0] + 1])
     if len(classes) != 1:
         raise RuntimeError("mutmut hook broken: a method's rendering holds "
                            f"{len(classes)} classes")
@@ -582,7 +585,7 @@ def _statements(path: str, code: str, lines: set[int]
     """(``code`` without the patch's pragmas, the statements holding ``lines``, one dict
     ``{"path", "line", "function", "why"}`` per changed line no mutant can be made for)."""
     code = strip_pragmas(code, lines)
-    src = code.splitlines(keepends=True)
+    src = _lines(code)
     tree = ast.parse(code)
     mask = _Mask(tree, src, lines, module_name(path))
     out = []
@@ -600,7 +603,7 @@ def _render_file(code: str, statements: list[_Statement], chosen: list[set[int]]
     """``code`` with each statement's rendering in place: a part's replacement over its
     lines, the module-level text mutmut adds for a method before and after its class, and
     mutmut's import before the first top-level statement that got mutants."""
-    src = code.splitlines(keepends=True)
+    src = _lines(code)
     before: dict[int, list[str]] = {}
     after: dict[int, list[str]] = {}
     replace: dict[int, tuple[int, str]] = {}
