@@ -872,10 +872,13 @@ def test_methods_of_a_class_are_mutated_alone_with_the_whole_class_s_mutants(doc
     assert out["errors"] == []
     key = [(i["name"], i["line"], i["diff"]) for i in out["infos"]]
     assert key == [(i["name"], i["line"], i["diff"]) for i in out["whole"]]
-    assert out["unmutated"] == [[], []]
+    # the nested class's method: no trampoline (mutmut's scope ends at the methods of
+    # top-level classes), so its changed line counts as not killed
+    nested = {"path": "pkg/big.py", "line": 18, "function": "pkg.big.Engine.Inner.f",
+              "why": "a method of a nested class: mutmut has no trampoline for it"}
+    assert out["unmutated"] == [[nested], [nested]]
     funcs = sorted({i["function"] for i in out["infos"]})
-    # the decorated method gets a trampoline under its decorator (mutmut alone skips it),
-    # the nested class none
+    # the decorated method gets a trampoline under its decorator (mutmut alone skips it)
     assert funcs == ["pkg.big.x_top", "pkg.big.xǁEngineǁcached", "pkg.big.xǁEngineǁjoin",
                      "pkg.big.xǁEngineǁlater", "pkg.big.xǁEngineǁplural"]
     assert [(i["name"], i["line"]) for i in out["infos"]

@@ -245,9 +245,13 @@ def touched_parts(code: str, lines: set[int], tree=None) -> list[Part]:
 #:
 #: What this cannot measure, and so counts as not killed (``unmutated``, never "nothing to
 #: measure"): the changed lines of a function decorated with a compiler
-#: (:data:`_COMPILERS`: it would compile mutmut's dispatcher, not the code), and of those
+#: (:data:`_COMPILERS`: it would compile mutmut's dispatcher, not the code), of those
 #: mutmut never mutates whatever the decorators (``__new__``, ``__getattribute__``,
-#: ``__setattr__``, an enum's ``__init__`` and ``_generate_next_value_``). A function with a
+#: ``__setattr__``, an enum's ``__init__`` and ``_generate_next_value_``), and of the
+#: methods of a class nested in a top-level class (mutmut trampolines no deeper than the
+#: methods of top-level classes). Module- and class-level statements stay outside: they
+#: are no function's code, and a patch that changes only them has nothing measured. A
+#: function with a
 #: ``# pragma: no mutate`` on a decorator line (the patch's own pragmas are stripped first)
 #: is left to mutmut, which skips it as the repository asked.
 #:
@@ -298,12 +302,6 @@ class _Mask:
     (see :data:`_MARK`). ``src``: the file's lines; ``lines``: the changed ones."""
 
     def __init__(self, tree, src: list[str], lines: set[int], modname: str):
-        from mutmut.mutation.file_mutation import (
-            ENUM_BASE_NAMES,
-            NEVER_MUTATE_ENUM_FUNCTION_NAMES,
-            NEVER_MUTATE_FUNCTION_NAMES,
-        )
-
         self.src, self.masked, self.changed = src, list(src), lines
         self.originals: dict[int, str] = {}  # file line shown as a mark -> its text
         self.every_copy: set[int] = set()  # marks of nested functions: back in every copy
@@ -317,25 +315,11 @@ class _Mask:
         names: dict[tuple[str | None, str], int] = {}
         for owner, func in self._top(tree):
             qual = f"{modname}.{owner.name + '.' if owner else ''}{func.name}"
-            why = None
-            if func.name in NEVER_MUTATE_FUNCTION_NAMES:
-                why = f"mutmut never mutates {func.name}"
-            elif (owner is not None and func.name in NEVER_MUTATE_ENUM_FUNCTION_NAMES
-                  and any((b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", None))
-                          in ENUM_BASE_NAMES for b in owner.bases)):
-                why = f"mutmut never mutates an enum's {func.name}"
-            elif _skipped_for_decorators(func):
+            why = self._never(owner, func)
+            if why is None and _skipped_for_decorators(func):
                 why = self._undecorate(func, every_copy=False)
             if why is None:
-                for inner in _functions(func)[1:]:
-                    if not self._touched(inner):
-                        continue
-                    inner_why = (f"mutmut never mutates {inner.name}"
-                                 if inner.name in NEVER_MUTATE_FUNCTION_NAMES else
-                                 self._undecorate(inner, every_copy=True)
-                                 if _skipped_for_decorators(inner) else None)
-                    if inner_why:
-                        self._unmutated(inner, f"{qual}.<locals>.{inner.name}", inner_why)
+                self._inner(func, qual)
                 key = (owner.name if owner else None, func.name)
                 names[key] = names.get(key, 0) + 1
                 shown = self._alias(func, names[key]) if names[key] > 1 else func.name
@@ -345,6 +329,44 @@ class _Mask:
                     self.undecorated.add((key[0], shown))
             if why:
                 self._unmutated(func, qual, why)
+        for node in tree.body:  # mutmut's scope ends at the methods of top-level classes
+            for inner in node.body if isinstance(node, ast.ClassDef) else ():
+                for func in _functions(inner) if isinstance(inner, ast.ClassDef) else ():
+                    if self._touched(func):
+                        self._unmutated(func, f"{modname}.{node.name}.{inner.name}.{func.name}",
+                                        "a method of a nested class: mutmut has no "
+                                        "trampoline for it")
+
+    @staticmethod
+    def _never(owner, func) -> str | None:
+        """Why mutmut never mutates ``func`` (of class ``owner`` or None), whatever its
+        decorators, or None."""
+        from mutmut.mutation.file_mutation import (
+            ENUM_BASE_NAMES,
+            NEVER_MUTATE_ENUM_FUNCTION_NAMES,
+            NEVER_MUTATE_FUNCTION_NAMES,
+        )
+
+        if func.name in NEVER_MUTATE_FUNCTION_NAMES:
+            return f"mutmut never mutates {func.name}"
+        bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", None)
+                 for b in (owner.bases if owner is not None else ())]
+        if func.name in NEVER_MUTATE_ENUM_FUNCTION_NAMES and set(bases) & ENUM_BASE_NAMES:
+            return f"mutmut never mutates an enum's {func.name}"
+        return None
+
+    def _inner(self, func, qual: str) -> None:
+        """The functions defined inside ``func`` that hold changed lines: decorated ones
+        shown undecorated (their lines back in every copy), the others mutmut skips
+        counted as unmutated."""
+        for inner in _functions(func)[1:]:
+            if not self._touched(inner):
+                continue
+            why = self._never(None, inner)
+            if why is None and _skipped_for_decorators(inner):
+                why = self._undecorate(inner, every_copy=True)
+            if why:
+                self._unmutated(inner, f"{qual}.<locals>.{inner.name}", why)
 
     def _top(self, tree):
         """(class or None, function) of mutmut's scope holding changed lines, in file order."""
@@ -362,7 +384,8 @@ class _Mask:
         return any(_start(func) <= n <= func.end_lineno for n in self.changed)
 
     def _unmutated(self, func, qual: str, why: str) -> None:
-        found = [n for n in sorted(self.changed) if func.lineno <= n <= func.end_lineno]
+        found = [n for n in sorted(self.changed - self.excluded)
+                 if func.lineno <= n <= func.end_lineno]
         self.unmutated.extend((n, qual, why) for n in found)
         self.excluded.update(found)
 
