@@ -251,9 +251,9 @@ def touched_parts(code: str, lines: set[int], tree=None) -> list[Part]:
 #: methods of a class nested in a top-level class (mutmut trampolines no deeper than the
 #: methods of top-level classes). Module- and class-level statements stay outside: they
 #: are no function's code, and a patch that changes only them has nothing measured. A
-#: function with a
-#: ``# pragma: no mutate`` on a decorator line (the patch's own pragmas are stripped first)
-#: is left to mutmut, which skips it as the repository asked.
+#: ``# pragma: no mutate`` on a decorator line goes with the line: mutmut never mutates a
+#: decorator's expression, so it protected nothing there, and a function's own pragma
+#: (``no mutate block`` on its ``def`` line) stays where mutmut reads it.
 #:
 #: A decorator that caches (``functools.cache``) caches the trampoline's results: a value
 #: cached before a mutant is active (at import, in the parent of the forked mutant runs)
@@ -390,12 +390,9 @@ class _Mask:
         self.excluded.update(found)
 
     def _undecorate(self, func, every_copy: bool) -> str | None:
-        """Show ``func``'s decorator lines to mutmut as marks; or why it cannot be
-        (None also when a decorator line holds the repository's ``no mutate`` pragma)."""
+        """Show ``func``'s decorator lines to mutmut as marks; or why it cannot be."""
         first = _start(func)
         block = range(first, func.lineno)
-        if any(_PRAGMA.search(self.src[n - 1].partition("#")[2]) for n in block):
-            return None
         compiler = _compiler(func)
         if compiler:
             return (f"decorated with @{compiler}, which compiles the function: no "
