@@ -1252,7 +1252,8 @@ def test_changes_inside_decorated_functions_are_measured_and_a_noop_decorator_hi
 
 
 #: The patch's only change is in code no mutant can be made for: ``__new__`` (mutmut never
-#: mutates it) and a function under a compiler decorator (a stand-in ``jit``).
+#: mutates it), a function under a compiler decorator (a stand-in ``jit``) and one defined
+#: under a module-level ``if`` (mutmut trampolines only what is at the top of the module).
 UNMUTABLE_BASE = textwrap.dedent('''\
     def jit(fn):
         return fn
@@ -1268,9 +1269,15 @@ UNMUTABLE_BASE = textwrap.dedent('''\
             self = super().__new__(cls)
             self.x = x
             return self
+
+
+    if True:
+        def perimeter(w, h):
+            return w + h + w
 ''')
-UNMUTABLE_PATCHED = (UNMUTABLE_BASE.replace("return w + h", "return w * h")
-                     .replace("self.x = x", "self.x = abs(x)"))
+UNMUTABLE_PATCHED = (UNMUTABLE_BASE.replace("return w + h\n", "return w * h\n")
+                     .replace("self.x = x", "self.x = abs(x)")
+                     .replace("return w + h + w", "return 2 * (w + h)"))
 
 
 @pytest.mark.docker
@@ -1280,13 +1287,14 @@ def test_changes_no_mutant_can_be_made_for_score_zero_never_null(docker_ready, t
         tmp_path / "unmutable", toolz_make_task.make_patch, UNMUTABLE_BASE,
         UNMUTABLE_PATCHED, "from pkg.core import area\n\n\ndef test_area():\n"
         "    assert area(2, 3) == 6\n",
-        "from pkg.core import Point\n\n\ndef test_point():\n    assert Point(-2).x == 2\n")
+        "from pkg.core import Point, perimeter\n\n\ndef test_point():\n"
+        "    assert Point(-2).x == 2\n    assert perimeter(1, 2) == 6\n")
     _, res = run_step(docker_ready, task, patch, timeout=60)
     d = res.evidence.details
     assert res.score == 0.0 and res.degraded is False
-    assert res.note.startswith("no mutants on the changed lines: 2 changed line(s) no mutant "
+    assert res.note.startswith("no mutants on the changed lines: 3 changed line(s) no mutant "
                                "can be made for count as survived")
-    assert res.counts == {"unmutated": 2}
+    assert res.counts == {"unmutated": 3}
     assert [(u["line"], u["function"]) for u in d["unmutated"]] == [
-        (7, "pkg.core.area"), (13, "pkg.core.Point.__new__")]
-    assert [s["verdict"] for s in d["survivors"]] == ["unmutated"] * 2
+        (7, "pkg.core.area"), (13, "pkg.core.Point.__new__"), (19, "pkg.core.perimeter")]
+    assert [s["verdict"] for s in d["survivors"]] == ["unmutated"] * 3

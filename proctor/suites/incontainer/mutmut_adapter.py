@@ -248,8 +248,9 @@ def touched_parts(code: str, lines: set[int], tree=None) -> list[Part]:
 #: (:data:`_COMPILERS`: it would compile mutmut's dispatcher, not the code), of those
 #: mutmut never mutates whatever the decorators (``__new__``, ``__getattribute__``,
 #: ``__setattr__``, an enum's ``__init__`` and ``_generate_next_value_``), and of the
-#: methods of a class nested in a top-level class (mutmut trampolines no deeper than the
-#: methods of top-level classes). Module- and class-level statements stay outside: they
+#: functions outside mutmut's scope, top-level functions and the methods of top-level
+#: classes: a method of a nested class, a function defined under a module-level ``if`` or
+#: ``try`` (or ``if True:``). Module- and class-level statements stay outside: they
 #: are no function's code, and a patch that changes only them has nothing measured. A
 #: ``# pragma: no mutate`` on a decorator line goes with the line: mutmut never mutates a
 #: decorator's expression, so it protected nothing there, and a function's own pragma
@@ -329,13 +330,28 @@ class _Mask:
                     self.undecorated.add((key[0], shown))
             if why:
                 self._unmutated(func, qual, why)
-        for node in tree.body:  # mutmut's scope ends at the methods of top-level classes
-            for inner in node.body if isinstance(node, ast.ClassDef) else ():
-                for func in _functions(inner) if isinstance(inner, ast.ClassDef) else ():
-                    if self._touched(func):
-                        self._unmutated(func, f"{modname}.{node.name}.{inner.name}.{func.name}",
-                                        "a method of a nested class: mutmut has no "
-                                        "trampoline for it")
+        self._outside(tree, modname)
+
+    def _outside(self, tree, modname: str) -> None:
+        """Count as unmutated the changed functions outside mutmut's scope (top-level
+        functions and the methods of top-level classes): methods of a nested class, and
+        functions defined under a module-level statement (``if``, ``try``, ...)."""
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, ast.ClassDef):
+                for inner in node.body:
+                    for func in _functions(inner) if isinstance(inner, ast.ClassDef) else ():
+                        if self._touched(func):
+                            self._unmutated(
+                                func, f"{modname}.{node.name}.{inner.name}.{func.name}",
+                                "a method of a nested class: mutmut has no trampoline for it")
+                continue
+            for func in _functions(node):
+                if self._touched(func):
+                    self._unmutated(func, f"{modname}.{func.name}",
+                                    "a function defined under a module-level statement: "
+                                    "mutmut has no trampoline for it")
 
     @staticmethod
     def _never(owner, func) -> str | None:
@@ -614,7 +630,7 @@ def _statements(path: str, code: str, lines: set[int]
         out.append(_Statement(path, part, part.text(mask.masked), local, mask,
                               part.text(src)))
     unmutated = [{"path": path, "line": n, "function": f, "why": why}
-                 for n, f, why in mask.unmutated]
+                 for n, f, why in sorted(mask.unmutated)]
     return code, out, unmutated
 
 
