@@ -56,6 +56,7 @@ from proctor.sandbox.base import (
 from proctor.sandbox.layout import (
     HOME,
     KILL_AFTER_S,
+    PYCACHE_PREFIX,
     SANDBOX_UID,
     SANDBOX_USER,
     WATCHDOG_SLACK_S,
@@ -71,6 +72,7 @@ SANDBOX_ENV = {
     "PATH": f"{VENV_IN_SANDBOX}/bin:/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPYCACHEPREFIX": PYCACHE_PREFIX,  # no .pyc is read either (layout)
     "PYTHONHASHSEED": "0",
     "PIP_NO_INDEX": "1",
 }

@@ -49,6 +49,7 @@ from proctor.sandbox.engine import docker_client
 from proctor.sandbox.layout import (
     HOME,
     KILL_AFTER_S,
+    PYCACHE_PREFIX,
     SANDBOX_UID,
     SANDBOX_USER,
     WATCHDOG_SLACK_S,
@@ -60,6 +61,7 @@ SANDBOX_ENV = {
     "PATH": "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPYCACHEPREFIX": PYCACHE_PREFIX,  # no .pyc is read either (layout)
     "PYTHONHASHSEED": "0",
 }
 MiB = 1024**2

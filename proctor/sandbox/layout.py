@@ -10,6 +10,12 @@ from __future__ import annotations
 REPO = "/work/repo"
 #: Proctor's own scripts (the pytest plugin, checkers), read-only to the code under test.
 HARNESS_DIR = "/proctor/harness"
+#: The bytecode cache root of the interpreters that run the code under test (``-X
+#: pycache_prefix``): a path under the read-only harness directory that never exists, so
+#: no ``.pyc`` is read from a ``__pycache__`` beside a source (one the patch's code wrote
+#: for a conftest or a test module a later run imports, say) and none can be put where one
+#: would be read; every module compiles from its source.
+PYCACHE_PREFIX = f"{HARNESS_DIR}/no-pycache"
 #: Where the harness's own steps write their reports.
 OUT_DIR = "/proctor/out"
 #: The sandbox's Python (the image's tools venv), the same in every backend.

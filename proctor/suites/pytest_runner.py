@@ -57,6 +57,7 @@ from proctor.sandbox import (
     ITEM_TIMEOUT_FACTOR,
     ITEM_TIMEOUT_SLACK_S,
     OUT_DIR,
+    PYCACHE_PREFIX,
     PYTHON,
     Sandbox,
 )
@@ -71,8 +72,11 @@ INCONTAINER = Path(__file__).parent / "incontainer"
 #: sandbox's ``PYTHONHASHSEED=0`` holds. ``-E`` drops it, and then the order of sets and
 #: dicts of strings, and the pytest ids parametrized from them (``expected7``), change from
 #: one run to the next. The environment read is the sandbox backend's fixed one
-#: (``SANDBOX_ENV``), never one the agent sets.
-RUNNER_FLAGS = ("-s", "-P", "-B")
+#: (``SANDBOX_ENV``), never one the agent sets. ``-B`` writes no bytecode, and ``-X
+#: pycache_prefix`` (:data:`~proctor.sandbox.layout.PYCACHE_PREFIX`) reads none: ``-B``
+#: alone still loads a ``.pyc`` found in a ``__pycache__`` (the import system's, and
+#: pytest's assertion rewriter's for test modules and conftests).
+RUNNER_FLAGS = ("-s", "-P", "-B", "-X", f"pycache_prefix={PYCACHE_PREFIX}")
 #: pytest exit statuses that mean "the session ran to its end" (0 all passed, 1 some failed).
 COMPLETED_EXIT = (0, 1)
 #: Exit status of run_pytest.py's audit hook when the code under test replaced a function's

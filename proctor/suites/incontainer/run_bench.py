@@ -23,6 +23,8 @@ def main() -> None:
     path = ":".join([repo, *sys.argv[2:sys.argv.index("--")]])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
            "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    if sys.pycache_prefix:  # this runner's (-X pycache_prefix): no .pyc of the repo is read
+        env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
     start = time.perf_counter()
     try:
         proc = subprocess.run(argv, cwd=repo, env=env, stdout=subprocess.PIPE,
