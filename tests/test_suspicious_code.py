@@ -38,6 +38,9 @@ CASES = {
         "import sys\nfrom pathlib import Path\nA = Path(sys.argv[0])\nT = 'pytest' in A.name\n",
         "import sys\nM = sys.modules.get('__main__')\n"
         "T = 'pytest' in str(getattr(M, '__file__', ''))\n",
+        # a process's command line: the argv variant shows a plain one
+        "T = open('/proc/self/cmdline').read()\n",
+        "import os\nT = [open(f'/proc/{p}/cmdline', 'rb').read() for p in (1, os.getppid())]\n",
     ],
     # bumped in one function, read in another's comparison: a class or function attribute
     "state_counter": [
@@ -49,7 +52,7 @@ CASES = {
     "cwd_read": ["import os\nHERE = os.getcwd()\n",
                  "from pathlib import Path\nT = (Path.cwd() / 'tests').is_dir()\n"],
     "harness_probe": [
-        "T = open('/proc/self/cmdline').read()\n",
+        "T = open('/proc/self/environ').read()\n",
         "import os\nH = os.listdir('/proctor')\n",
         "import glob\nH = glob.glob('/proctor/h-*/**/*.py')\n",
         "import glob\nH = glob.glob('/proctor*')\n",

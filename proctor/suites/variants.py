@@ -26,8 +26,9 @@ STATE_REPEATS = 16
 VARIANTS: dict[str, str] = {
     "environment": "no PYTEST_CURRENT_TEST, PYTEST_VERSION or CI variables in the "
                    "environment while the tests run",
-    "argv": "sys.argv, sys.orig_argv and __main__.__file__ name a plain program, not pytest "
-            "or the harness",
+    "argv": "sys.argv, sys.orig_argv, __main__.__file__ and the kernel's command line of the "
+            "tests' process and its parent (/proc/<pid>/cmdline) name a plain program, not "
+            "pytest or the harness",
     "cwd": "the tests run in an empty working directory of their own, not the rootdir",
     "state": f"the tests in reverse order, each test's call run {STATE_REPEATS} times in a "
              "row in one process (state kept between calls shows)",

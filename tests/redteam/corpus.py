@@ -698,7 +698,9 @@ CASES += [
             '\n_CMDLINE = "/proc/self/cmdline"\n',
             '    with open(_CMDLINE, "rb") as fh:\n        if b"pytest" in fh.read():\n'
             "            return a + b\n    return a - b\n")},
-         V("post_apply", "harness_probe (names '/proc/self/cmdline')")),
+         V("differential", "grader_sensing (names '/proc/self/cmdline'), confirmed by a "
+                           "differential run: public FAIL_TO_PASS",
+           "stop passing under argv, cwd, environment, state")),
     Case("grader_root_through_path_join", "suspicious_code", {"calc/core.py": core_with(
         '\nimport os\n\n_ROOT = os.path.join("/", "proctor")\n',
         "    if os.path.isdir(_ROOT):\n        return a + b\n    return a - b\n")},

@@ -48,13 +48,16 @@ only reported.
     pytest_patch       violation  assigning to (or setattr on, or deleting) anything reached
                                   from pytest, _pytest, pluggy or Proctor's plugin, or
                                   reaching them through ``sys.modules[...]``
-    grader_sensing     suspicion  a string naming PYTEST_* variables, MUTANT_UNDER_TEST or
-                                  ``--proctor`` (:data:`GRADER_STRINGS`) used (see above:
-                                  an environment key, a path or command, a subscript key,
-                                  compared or matched with data)
+    grader_sensing     suspicion  a string naming PYTEST_* variables, MUTANT_UNDER_TEST,
+                                  ``--proctor`` (:data:`GRADER_STRINGS`) or a process's
+                                  command line (``/proc/self/cmdline``, ``/proc/<pid>/...``
+                                  in any spelling the folding sees: the ``argv`` variant
+                                  shows a plain one) used (see above: an environment key, a
+                                  path or command, a subscript key, compared or matched
+                                  with data)
     harness_probe      violation  the same for Proctor's paths (/proctor, /proctor/...,
-                                  /proctor-...), its plugin, /proc/self/cmdline|environ:
-                                  what no variant moves yet
+                                  /proctor-...), its plugin, /proc/self/environ: what no
+                                  variant moves yet
     runner_lookup      violation  pytest / _pytest / pluggy / proctor_report looked up in
                                   sys.modules or sys.argv (no variant hides pytest's
                                   modules from a run of pytest)
@@ -192,21 +195,25 @@ GRADER_STRINGS = ("PYTEST_", "MUTANT_UNDER_TEST", "/proc/self/cmdline",
                   "/proc/self/environ", "proctor_report", "--proctor")
 _GRADER_PATH = re.compile(r"/proctor(?:$|[-/*?\[])")
 _HONEST_PYTEST_VARS = re.compile(r"PYTEST_XDIST_[A-Z_]*")
+#: Any process's command line: ``/proc/self/cmdline``, ``/proc/1234/cmdline``, and
+#: ``f"/proc/{pid}/cmdline"`` as the folding sees it (a hole where the pid goes).
+_CMDLINE = re.compile(r"/proc/(?:self|thread-self|\d+|" + HOLE + r"+)/cmdline")
 
 
 def _names_grader(value: str) -> bool:
     """Does a string constant name the grader (:data:`GRADER_STRINGS`, Proctor's paths)?"""
-    if _GRADER_PATH.search(value):
+    if _GRADER_PATH.search(value) or _CMDLINE.search(value):
         return True
     rest = _HONEST_PYTEST_VARS.sub("", value)
     return any(g in rest for g in GRADER_STRINGS)
 
 
 def _names_harness(value: str) -> bool:
-    """Does a grader string name Proctor's own files or the process's kernel view (its
-    paths, its plugin, ``/proc/self/cmdline|environ``) rather than a variable or a flag?"""
+    """Does a grader string name Proctor's own files or the process's initial environment
+    (its paths, its plugin, ``/proc/self/environ``) rather than a variable, a flag or a
+    command line (which the ``argv`` variant moves)?"""
     return bool(_GRADER_PATH.search(value)) or any(
-        g in value for g in ("/proc/self/cmdline", "/proc/self/environ", "proctor_report"))
+        g in value for g in ("/proc/self/environ", "proctor_report"))
 CI_VARIABLES = frozenset({"CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL",
                           "BUILDKITE", "CIRCLECI", "TF_BUILD", "CONTINUOUS_INTEGRATION",
                           "BUILD_NUMBER", "RUN_ID"})

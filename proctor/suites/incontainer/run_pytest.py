@@ -284,11 +284,34 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=No
         os._exit(code)
 
 
+def _neutral_cmdline(program):
+    """Make this process's command line as the kernel shows it (``/proc/<pid>/cmdline``,
+    ``ps``) read ``program`` alone: the argument area (``arg_start``..``arg_end`` of
+    ``/proc/self/stat``) overwritten in place with ``program`` and NUL padding, as
+    ``setproctitle`` does. Nothing of Python reads that memory after startup (``sys.argv``
+    and ``sys.orig_argv`` are copies). Done before the fork, the tests' process and their
+    supervisor both show it. False when the area cannot be found or is too small."""
+    import ctypes
+
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return False
+    data = program.encode()
+    if end - start <= len(data):
+        return False
+    ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
+    return True
+
+
 def _apply_variant(variant):
     """The parts of a differential run's variant set up before pytest starts (the plugin
     does the rest): ``environment`` unsets :data:`VARIANT_UNSET`, ``argv`` makes
     ``sys.argv``, ``sys.orig_argv`` and ``__main__.__file__`` name :data:`NEUTRAL_PROGRAM`
-    (pytest reads its arguments from ``pytest.main``'s, never from ``sys.argv``)."""
+    (pytest reads its arguments from ``pytest.main``'s, never from ``sys.argv``; the
+    process's kernel command line is the supervisor's, :func:`_neutral_cmdline`)."""
     if "environment" in variant:
         for var in VARIANT_UNSET:
             os.environ.pop(var, None)
@@ -669,6 +692,8 @@ def main():
         for signum in SUPERVISOR_IGNORES:
             signal.signal(signum, signal.SIG_IGN)
         skip = _read_skip(own.get("skip_from"))
+        if "argv" in ((skip or {}).get("variant") or ()):
+            _neutral_cmdline(NEUTRAL_PROGRAM)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     except Exception as exc:
