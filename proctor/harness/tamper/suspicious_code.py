@@ -44,7 +44,11 @@ only reported.
                                   ``.f_globals["__name__"]`` or ``.get("__name__"[, d])``
                                   (``collections.namedtuple``'s and ``enum``'s idiom; the
                                   ``f_globals`` link of any frame so read), ``hasattr(sys,
-                                  "_getframe")``
+                                  "_getframe")``, and a frame's place (file, line, function
+                                  name: never its locals, globals or source line) read only
+                                  into a message (``warnings.warn``, a logging call,
+                                  ``print``, a raised exception's arguments): a deprecation
+                                  warning naming its caller (:data:`FRAME_PLACE`)
     pytest_patch       violation  assigning to (or setattr on, or deleting) anything reached
                                   from pytest, _pytest, pluggy or Proctor's plugin, or
                                   reaching them through ``sys.modules[...]``
@@ -183,6 +187,17 @@ FRAME_NAMES = frozenset({
 FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "gi_frame", "cr_frame",
                          "ag_frame", "_getframe", "get_referrers", "_current_frames",
                          "currentframe"})
+#: Calls that give a frame, a stack of them or their summaries.
+FRAME_SOURCES = frozenset({"traceback.extract_stack", "inspect.stack", "sys._getframe",
+                           "inspect.currentframe", "inspect.getouterframes"})
+#: What of a frame (or its ``FrameSummary`` / ``FrameInfo``) says where it is and nothing
+#: of what it holds: a message naming them cannot carry an expected value.
+FRAME_PLACE = frozenset({"filename", "lineno", "end_lineno", "colno", "name", "function",
+                         "f_lineno", "co_filename", "co_name", "co_qualname",
+                         "co_firstlineno"})
+#: Methods of a logger (any object) whose arguments are a message.
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception",
+                         "critical", "log"})
 GRADER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "proctor_report", "proctor"})
 #: Substrings that name the grader: pytest's and the mutation runner's variables,
 #: Proctor's in-sandbox paths and plugin, the command line. A string holding one is
@@ -795,12 +810,97 @@ class _Scanner(ast.NodeVisitor):
             return [glob, *(self._frame_chain(glob.value) or ())]
         return None
 
+    def _is_message_call(self, call: ast.AST) -> bool:
+        """``warnings.warn(...)``, ``logging.<f>(...)``, ``<logger>.<level>(...)``,
+        ``print(...)``."""
+        if not isinstance(call, ast.Call):
+            return False
+        name = self.resolve(call.func)
+        return name in ("warnings.warn", "print") or name.startswith("logging.") or (
+            isinstance(call.func, ast.Attribute) and call.func.attr in LOG_METHODS)
+
+    def _in_message(self, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+        """Does ``node`` go only into text that is an argument of a message call or of a
+        raised exception (:meth:`_is_message_call`): through f-strings, ``%`` and ``+``,
+        ``str()`` / ``repr()`` / ``.format()``, and nothing that decides or binds
+        (a condition, a comparison, ``:=``)?"""
+        child, up = node, parents.get(id(node))
+        while up is not None and not isinstance(up, ast.stmt):
+            if isinstance(up, ast.Call) and child is not up.func:
+                raised = parents.get(id(up))
+                if self._is_message_call(up) or (isinstance(raised, ast.Raise)
+                                                 and raised.exc is up):
+                    return True
+                if not (self.resolve(up.func) in ("str", "repr") or (
+                        isinstance(up.func, ast.Attribute) and up.func.attr == "format")):
+                    return False
+            elif not isinstance(up, (ast.JoinedStr, ast.FormattedValue, ast.BinOp,
+                                     ast.keyword, ast.Tuple, ast.List, ast.Call)):
+                return False
+            elif isinstance(up, ast.BinOp) and not isinstance(up.op, (ast.Mod, ast.Add)):
+                return False
+            child, up = up, parents.get(id(up))
+        return False
+
+    def _place_use(self, node: ast.AST, parents: dict[int, ast.AST],
+                   links: list[ast.AST]) -> ast.AST | None:
+        """The node that reads a place (:data:`FRAME_PLACE`) of the frame ``node`` holds,
+        after any ``.f_back`` (added to ``links``; ``.f_code`` then ``.co_filename`` counts
+        as one read), or None."""
+        up = parents.get(id(node))
+        while isinstance(up, ast.Attribute) and up.attr == "f_back":
+            links.append(up)
+            up = parents.get(id(up))
+        if isinstance(up, ast.Attribute) and up.attr == "f_code":
+            up = parents.get(id(up))
+            return up if isinstance(up, ast.Attribute) and up.attr.startswith("co_") and \
+                up.attr in FRAME_PLACE else None
+        return up if isinstance(up, ast.Attribute) and up.attr in FRAME_PLACE else None
+
+    def _place_in_messages(self, tree: ast.Module) -> None:
+        """Exempt the frame reads whose only use is a frame's place in a message: a
+        :data:`FRAME_SOURCES` call (then one ``[index]`` and any ``.f_back``), read for a
+        place at once or through a name every use of which does so, inside a message
+        (:meth:`_in_message`)."""
+        parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and self.resolve(call.func) in FRAME_SOURCES):
+                continue
+            chain: list[ast.AST] = [call, call.func]
+            expr: ast.AST = call
+            up = parents.get(id(expr))
+            if isinstance(up, ast.Subscript) and up.value is expr and \
+                    isinstance(up.slice, ast.Constant) and isinstance(up.slice.value, int):
+                expr, up = up, parents.get(id(up))
+            if isinstance(up, ast.Assign) and up.value is expr and len(up.targets) == 1 \
+                    and isinstance(up.targets[0], ast.Name):
+                scope = next((a for a in self._ancestors(up, parents) if isinstance(
+                    a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), tree)
+                name = up.targets[0].id
+                uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name)
+                        and n.id == name and n is not up.targets[0]]
+            else:
+                uses = [expr]
+            if uses and all(isinstance(u.ctx if isinstance(u, ast.Name) else ast.Load(),
+                                       ast.Load)
+                            and (place := self._place_use(u, parents, chain)) is not None
+                            and self._in_message(place, parents) for u in uses):
+                self.module_name_reads.update(id(n) for n in chain)
+
+    @staticmethod
+    def _ancestors(node: ast.AST, parents: dict[int, ast.AST]):
+        up = parents.get(id(node))
+        while up is not None:
+            yield up
+            up = parents.get(id(up))
+
     # -- visitors --
     def visit_Module(self, node: ast.Module) -> None:
         for sub in ast.walk(node):
             found = self._module_name_read(sub)
             if found:
                 self.module_name_reads.update(id(n) for n in found)
+        self._place_in_messages(node)
         # ``from sys import _getframe`` whose every use is such a read
         uses: dict[str, list[int]] = {}
         for sub in ast.walk(node):
