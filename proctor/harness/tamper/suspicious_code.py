@@ -835,7 +835,7 @@ class _Scanner(ast.NodeVisitor):
                         isinstance(up.func, ast.Attribute) and up.func.attr == "format")):
                     return False
             elif not isinstance(up, (ast.JoinedStr, ast.FormattedValue, ast.BinOp,
-                                     ast.keyword, ast.Tuple, ast.List, ast.Call)):
+                                     ast.keyword, ast.Tuple, ast.List)):
                 return False
             elif isinstance(up, ast.BinOp) and not isinstance(up.op, (ast.Mod, ast.Add)):
                 return False
