@@ -181,9 +181,9 @@ def no_leaks(docker_engine) -> Iterator[None]:
         assert left == [], f"containers labelled {LABEL} left behind: {left}"
     left_tmp = _proctor_temp_entries()
     for name in left_tmp:
-        from proctor.sandbox.bwrap_backend import _remove_dir
+        from proctor.sandbox.bwrap_backend import remove_dir
 
-        _remove_dir(Path(name))  # unmounts the local backend's tmpfs areas first
+        remove_dir(Path(name))  # unmounts the local backend's tmpfs areas first
     assert left_tmp == set(), f"proctor-* temp dirs left in {tempfile.gettempdir()}: {left_tmp}"
 
 

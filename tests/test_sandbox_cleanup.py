@@ -231,3 +231,58 @@ def test_cleanup_command_spares_live_owners(docker_ready, docker_engine):
                              env=_env(), capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         assert sb.leftovers() == [sb.container_id]
+
+
+# Three threads (the main one included) open and close local sandboxes without pause while
+# SIGTERM arrives: whichever step each is at (its directory being made, its tmpfs areas being
+# mounted, its close), nothing of it may outlive the process.
+CHURN = """
+import os, signal, sys, threading
+from proctor.sandbox import cleanup
+from proctor.sandbox.bwrap_backend import LocalSandbox
+
+cleanup.install_signal_handlers()
+
+def churn():
+    while True:
+        try:
+            with LocalSandbox(sys.argv[1]):
+                pass
+        except Exception:
+            pass  # refused once the process is ending
+
+for _ in range(2):
+    threading.Thread(target=churn, daemon=True).start()
+threading.Timer(float(sys.argv[2]), lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+churn()
+"""
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("delay_s", [0.7, 1.1, 1.6])
+def test_sigterm_while_threads_open_local_sandboxes_leaves_no_dir_or_mount(delay_s, tmp_path,
+                                                                           local_ready):
+    base = tmp_path / "sandboxes"
+    base.mkdir()
+    res = subprocess.run([sys.executable, "-c", CHURN, local_ready, str(delay_s)],
+                         env={**_env(), "PROCTOR_SANDBOX_DIR": str(base)},
+                         capture_output=True, text=True, timeout=120)
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if line.split()[1].startswith(str(base))]
+    for point in sorted(mounts, reverse=True):  # never leave a mount to later tests
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    assert res.returncode == -signal.SIGTERM, res.stderr[-2000:]
+    assert sorted(p.name for p in base.iterdir()) == []
+    assert mounts == []
+
+
+def test_after_stop_new_no_directory_or_sandbox_is_opened(tmp_path, monkeypatch):
+    from proctor.sandbox import ownership
+
+    monkeypatch.setattr(ownership, "_STOPPED", True)
+    with pytest.raises(ownership.ShuttingDown):
+        ownership.claim_dir("proctor-x-", tmp_path)
+    with pytest.raises(ownership.ShuttingDown):
+        ownership.track(object.__new__(type("DockerSandbox", (), {})))
+    assert list(tmp_path.iterdir()) == []
+    assert ownership.live_host_dirs() == []

@@ -189,7 +189,9 @@ def _mounts_under(path: Path) -> list[str]:
     return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
 
 
-def _remove_dir(path: Path) -> None:
+def remove_dir(path: Path) -> None:
+    """Remove ``path`` and everything below it, lazily unmounting the mounts under it first
+    (a local sandbox's tmpfs areas); a missing ``path`` is fine, errors are ignored."""
     for point in _mounts_under(path):
         subprocess.run(["umount", "-l", point], capture_output=True)
     shutil.rmtree(path, ignore_errors=True)
@@ -206,7 +208,7 @@ def remove_stale_dirs(*, expired: bool = True) -> list[str]:
         except (OSError, ValueError):
             continue
         if ownership.is_stale(owner, expired=expired):
-            _remove_dir(d)
+            remove_dir(d)
             removed.append(str(d))
     return removed
 
@@ -249,13 +251,18 @@ class LocalSandbox(Sandbox):
         # starts first (and close kills it) or it sees the sandbox closed. Re-entrant: a
         # signal handler may close the sandbox in the thread that is starting a run.
         self._lock = threading.RLock()
-        self._root: Path | None = Path(tempfile.mkdtemp(prefix=DIR_PREFIX,
-                                                                dir=sandbox_base()))
         self._uid = HOST_UID if _is_root() else os.getuid()
         self._mounts = dict(mounts or {})
-        ownership.track(self)
         try:
-            self._prepare(ttl_s)
+            self._root: Path | None = ownership.claim_dir(DIR_PREFIX, sandbox_base(),
+                                                          owner=self)
+        except (OSError, ownership.ShuttingDown) as exc:
+            raise InfraError(f"cannot make the local sandbox's directory: {exc}") from exc
+        try:
+            # under the lock: a close from another thread (a signal's) waits until the
+            # mounts are made, so it never removes the dir while a tmpfs is being mounted
+            with self._lock:
+                self._prepare(ttl_s)
         except BaseException:
             self.close()
             raise
@@ -510,7 +517,8 @@ class LocalSandbox(Sandbox):
                 pass
         self._fds = {}
         if root is not None:
-            _remove_dir(root)
+            remove_dir(root)
+            ownership.release_dir(root)
 
 
 def _drain(pipe, keep: bytearray, limit: int = 4000) -> None:

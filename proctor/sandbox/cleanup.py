@@ -93,10 +93,15 @@ def at_start() -> None:
     install_signal_handlers()
 
 
-def close_all() -> int:
-    """Close every live sandbox of this process, then remove any Docker container still
+def close_all(*, final: bool = False) -> int:
+    """Close every live sandbox of this process, remove its claimed host directories (one
+    being made while the signal arrived included), then remove any Docker container still
     labelled with this process as owner (one created while the signal arrived, before its
-    sandbox object knew its id). Returns how many sandboxes were open."""
+    sandbox object knew its id). ``final``: the process ends right after, so other threads
+    may open nothing more (:func:`~proctor.sandbox.ownership.stop_new`). Returns how many
+    sandboxes were open."""
+    if final:
+        ownership.stop_new()
     live = ownership.live()
     for sb in live:
         try:
@@ -104,7 +109,8 @@ def close_all() -> int:
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
     for d in ownership.live_host_dirs():
-        shutil.rmtree(d, ignore_errors=True)
+        bwrap_backend.remove_dir(Path(d))  # unmounts a local sandbox's tmpfs areas first
+        ownership.release_dir(d)
     if ownership.docker_used():
         _remove_own_containers()
     return len(live)
@@ -126,7 +132,8 @@ def _remove_own_containers() -> None:
 
 def _handler(previous: Callable | int | None, signum: int):
     def handle(sig, frame):
-        close_all()
+        ends = not callable(previous) and signum != signal.SIGINT
+        close_all(final=ends)
         if callable(previous):
             previous(sig, frame)
         elif signum == signal.SIGINT:

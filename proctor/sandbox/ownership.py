@@ -10,13 +10,17 @@ when its owner is on this host and is no longer running (:func:`is_stale`).
 
 The backends :func:`track` each sandbox they open and :func:`untrack` it on close, so
 :mod:`proctor.sandbox.cleanup` can close what is open when a signal arrives; work the host
-does outside any sandbox goes in a :func:`host_dir`, owned and swept the same way.
+does outside any sandbox goes in a :func:`host_dir`, owned and swept the same way. Every
+such directory is made by :func:`claim_dir`, which registers it before it exists, so a
+signal arriving while it is made (in any thread) never leaves it behind; once the process is
+ending (:func:`stop_new`), no thread can open a sandbox or claim a directory any more.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -31,6 +35,7 @@ LABEL = "org.proctor"
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 _DOCKER_USED = False  # this process created Docker sandboxes: sweep its own on a signal
 _PEAK = 0  # most sandboxes of this process open at once
+_STOPPED = False  # the process is ending: no new sandbox or directory (see stop_new)
 # Re-entrant: the signal handlers close sandboxes (untrack) in the main thread, which may be
 # inside track or untrack when the signal arrives.
 _LIVE_LOCK = threading.RLock()
@@ -80,10 +85,33 @@ def is_stale(lbl: dict[str, str], now: float | None = None, *, expired: bool = T
                            lbl.get(f"{LABEL}.owner_start") or None)
 
 
+class ShuttingDown(RuntimeError):
+    """The process is ending (:func:`stop_new`): no sandbox or directory may be opened."""
+
+
+def stop_new() -> None:
+    """Refuse every later :func:`track` and :func:`claim_dir` in this process (any thread):
+    called once the process is about to end on a signal, before its sandboxes and
+    directories are snapshotted for removal, so nothing opened after the snapshot leaks."""
+    global _STOPPED
+    with _LIVE_LOCK:
+        _STOPPED = True
+
+
+def _refuse_if_stopped() -> None:
+    if _STOPPED:
+        raise ShuttingDown("the process is ending: no new sandbox is opened")
+
+
 def track(sb) -> None:
-    """Remember a live sandbox of this process (closed by the signal handlers)."""
+    """Remember a live sandbox of this process (closed by the signal handlers).
+
+    Raises:
+        ShuttingDown: after :func:`stop_new`.
+    """
     global _DOCKER_USED, _PEAK
     with _LIVE_LOCK:
+        _refuse_if_stopped()
         _LIVE.add(sb)
         _PEAK = max(_PEAK, len(_LIVE))
     _DOCKER_USED = _DOCKER_USED or type(sb).__name__ == "DockerSandbox"
@@ -126,6 +154,43 @@ HOST_DIR_PREFIX = "proctor-host-"
 _HOST_DIRS: set[str] = set()
 
 
+def claim_dir(prefix: str, base: Path | None = None, *, owner=None) -> Path:
+    """Create a fresh empty directory ``base/<prefix><random>`` (mode 0700; ``base``
+    defaults to the temp dir), registered with :func:`live_host_dirs` before it exists: a
+    signal handler running at any point of this call (this thread's or another's) either
+    finds it registered or finds nothing made. ``owner``, a sandbox, is :func:`track`-ed in
+    the same step, so a snapshot never holds the directory without its sandbox.
+    :func:`release_dir` forgets it once removed.
+
+    Raises:
+        ShuttingDown: after :func:`stop_new`.
+        OSError: ``base`` is missing or not writable.
+    """
+    base = Path(base) if base is not None else Path(tempfile.gettempdir())
+    while True:
+        path = base / f"{prefix}{secrets.token_hex(5)}"
+        with _LIVE_LOCK:
+            _refuse_if_stopped()
+            _HOST_DIRS.add(str(path))
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                _HOST_DIRS.discard(str(path))
+                continue
+            except BaseException:
+                _HOST_DIRS.discard(str(path))
+                raise
+            if owner is not None:
+                track(owner)
+            return path
+
+
+def release_dir(path: Path | str) -> None:
+    """Forget a :func:`claim_dir` directory (it has been removed); an unknown one is fine."""
+    with _LIVE_LOCK:
+        _HOST_DIRS.discard(str(path))
+
+
 @contextmanager
 def host_dir(purpose: str, ttl_s: float = 3600.0) -> Iterator[Path]:
     """A fresh temporary host directory owned by this process, removed on the way out.
@@ -134,19 +199,17 @@ def host_dir(purpose: str, ttl_s: float = 3600.0) -> Iterator[Path]:
     it once this one is gone, even after ``kill -9``) and is known to
     :func:`proctor.sandbox.cleanup.close_all` (so SIGINT / SIGTERM remove it too). Write
     below it, not next to the ``.owner`` file."""
-    path = Path(tempfile.mkdtemp(prefix=f"{HOST_DIR_PREFIX}{purpose}-"))
+    path = claim_dir(f"{HOST_DIR_PREFIX}{purpose}-")
     try:
         (path / ".owner").write_text(json.dumps(labels(f"host-{purpose}", ttl_s)))
-        with _LIVE_LOCK:
-            _HOST_DIRS.add(str(path))
         yield path
     finally:
-        with _LIVE_LOCK:
-            _HOST_DIRS.discard(str(path))
         shutil.rmtree(path, ignore_errors=True)
+        release_dir(path)
 
 
 def live_host_dirs() -> list[str]:
-    """The :func:`host_dir` directories of this process that exist now (a snapshot)."""
+    """The :func:`claim_dir` directories of this process not yet released (a snapshot):
+    :func:`host_dir` ones and the local backend's sandbox dirs."""
     with _LIVE_LOCK:
         return sorted(_HOST_DIRS)
