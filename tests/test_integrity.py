@@ -7,7 +7,6 @@ Patches are written inline in the exact forms ``git diff`` (``--binary``, ``-M``
 from __future__ import annotations
 
 import os
-import tempfile
 import unicodedata
 
 import pytest
@@ -516,14 +515,16 @@ def test_git_lists_dotdot_and_dot_git_paths_for_us_to_reject():
 
 
 def test_git_listed_paths_rejects_garbage_and_cleans_up(monkeypatch):
-    made: list[str] = []
-    real = tempfile.mkdtemp
+    from proctor.sandbox import ownership
+
+    made: list = []
+    real = ownership.claim_dir
 
     def spy(*args, **kwargs):
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(tempfile, "mkdtemp", spy)
+    monkeypatch.setattr(ownership, "claim_dir", spy)
     with pytest.raises(PatchUnparseable, match="git apply rejects"):
         git_listed_paths(b"not a patch\n")
     assert git_listed_paths(edit("pkg/mod.py").encode()) == {"pkg/mod.py"}
