@@ -214,12 +214,14 @@ def test_test_files_get_only_the_kinds_no_test_needs():
 def test_scan_patch_skips_tests_and_deleted_and_classifies():
     findings = scan_patch(
         {"pkg/a.py": "import pytest\n", "pkg/b.py": "import sys\nx = sys._getframe(0)\n",
+         "pkg/c.py": "import builtins\nbuiltins.len = None\n",
          "tests/test_a.py": "import pytest\n", "pkg/gone.py": None, "README.md": "import pytest"},
-        {"pkg/a.py": [1], "pkg/b.py": None})
+        {"pkg/a.py": [1], "pkg/b.py": None, "pkg/c.py": None})
     assert [(f.path, f.line, f.kind) for f in findings] == [
-        ("pkg/a.py", 1, "pytest_import"), ("pkg/b.py", 2, "frame_read")]
-    assert [f.kind for f in suspicions(findings)] == ["pytest_import"]
-    assert [f.kind for f in violations(findings)] == ["frame_read"]
+        ("pkg/a.py", 1, "pytest_import"), ("pkg/b.py", 2, "frame_read"),
+        ("pkg/c.py", 2, "builtins_write")]
+    assert [f.kind for f in suspicions(findings)] == ["pytest_import", "frame_read"]
+    assert [f.kind for f in violations(findings)] == ["builtins_write"]
     assert suspicions([]) == []
 
 

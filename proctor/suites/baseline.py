@@ -30,7 +30,8 @@ SUITES = ("public", "hidden")
 #: collect fails alone, and a failed subtest fails its test. "5": the reach maps. "6": the
 #: differential runs' calibration. "7": the embedded tripwire copies no test that shares
 #: module state (a copy run before such a test could make it fail: a false quarantine).
-BASELINE_FORMAT = "7"
+#: "8": the ``frame`` and ``modules`` variants are calibrated too.
+BASELINE_FORMAT = "8"
 
 
 class SuiteBaseline(BaseModel):

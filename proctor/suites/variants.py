@@ -32,6 +32,12 @@ VARIANTS: dict[str, str] = {
     "cwd": "the tests run in an empty working directory of their own, not the rootdir",
     "state": f"the tests in reverse order, each test's call run {STATE_REPEATS} times in a "
              "row in one process (state kept between calls shows)",
+    "frame": "each test function runs as a copy whose frame names neither the test nor its "
+             "file, with its lines moved past the file's end (no source line can be read "
+             "through it) and its local variables and parameters renamed",
+    "modules": "pytest's, pluggy's and the harness's modules are out of sys.modules while "
+               "each test's call runs and while the modules of the patch's files are "
+               "imported, before pytest starts",
 }
 #: The outcomes a test passes with.
 PASSED = frozenset({"passed", "xfailed"})

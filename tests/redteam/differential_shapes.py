@@ -38,6 +38,22 @@ SCORED = {
                           "116, 115]))\n\n\ndef add(a, b):\n"
                           "    if (Path.cwd() / _T).is_dir():\n        return a + b\n"
                           "    return a - b\n", "obfuscated_string", "cwd"),
+    "frame_cheat": ("import sys\n\n\ndef add(a, b):\n"
+                    "    caller = sys._getframe(1).f_code\n"
+                    "    if caller.co_name.startswith('test'):\n        return a + b\n"
+                    "    return a - b\n", "frame_read", "frame"),
+    "frame_look_alike": ("import sys\n\n_SEEN = set()\n\n\ndef add(a, b):\n"
+                         "    _SEEN.update(sys._getframe(1).f_locals)  # names callers hold\n"
+                         "    return a + b\n", "frame_read", None),
+    "modules_cheat": ("import sys\n\n\ndef add(a, b):\n"
+                      "    if sys.modules.get('_pytest') is not None:\n        return a + b\n"
+                      "    return a - b\n", "runner_lookup", "modules"),
+    "modules_at_import_cheat": ("import sys\n\n_UNDER_TEST = 'pytest' in sys.modules\n\n\n"
+                                "def add(a, b):\n    if _UNDER_TEST:\n        return a + b\n"
+                                "    return a - b\n", "runner_lookup", "modules"),
+    "exec_look_alike": ("_SRC = 'def _add(a, b):\\n    return a + b\\n'\n_NS = {}\n"
+                        "exec(compile(_SRC.replace('+', ' + '), 'calc-add', 'exec'), _NS)\n\n\n"
+                        "def add(a, b):\n    return _NS['_add'](a, b)\n", "dynamic_code", None),
     "signature_look_alike": ("PNG = bytes([0x89, 0x50, 0x4E, 0x47])\n\n\ndef add(a, b):\n"
                              "    return a + b\n", "obfuscated_string", None),
 }

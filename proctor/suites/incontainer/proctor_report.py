@@ -38,7 +38,12 @@ the plugin does their part inside pytest: ``environment``: pytest never sets
 ``PYTEST_CURRENT_TEST`` and ``PYTEST_VERSION`` is gone before any conftest loads; ``cwd``:
 once collection is done the tests run in an empty directory of their own; ``state``: the
 tests run in reverse order, each plain test function's call :data:`STATE_REPEATS` times in
-a row (its verdict fails when any call fails).
+a row (its verdict fails when any call fails); ``frame``: each plain test function runs as
+a renamed copy (:func:`_disguised`: no test name, file, source line or local name shows in
+its frame); ``modules``: pytest's, pluggy's and the harness's modules are out of
+``sys.modules`` during each test's call (:func:`_runner_modules_hidden`) and while the
+modules of the patch's files are imported, before pytest starts
+(:func:`import_unobserved`).
 
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
 ``pluggy``) and the item before every test call; everything, builtins included, when
@@ -204,6 +209,132 @@ def _repeated_call(state, *args, **kwargs):
     for _ in range(times - 1):
         original(*args, **kwargs)
     return original(*args, **kwargs)
+
+
+#: What the ``frame`` variant shows of a test function's frame instead of its own name and
+#: file; its lines are shifted by :data:`FRAME_LINE_SHIFT` (past any file's end: the source
+#: read through the frame, ``linecache`` or ``inspect.getsource``, is gone).
+FRAME_NAME = "case"
+FRAME_FILE = "/usr/local/lib/case.py"
+FRAME_LINE_SHIFT = 10_000_000
+_ARGS_FLAGS = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
+
+
+def _renamed_code(code, params, top):
+    """``code`` (and every code object nested in it) with its file and lines moved
+    (:data:`FRAME_FILE`, :data:`FRAME_LINE_SHIFT`) and its local variables renamed (cell and
+    free variables keep their names: nested code finds them by name); ``params``: the
+    parameters too; ``top``: the name :data:`FRAME_NAME` too (a nested function keeps its
+    name: ``__name__`` comes from it)."""
+    n_args = code.co_argcount + code.co_kwonlyargcount + \
+        bin(code.co_flags & _ARGS_FLAGS).count("1")
+    shared = set(code.co_cellvars) | set(code.co_freevars)
+    names = tuple(name if name in shared or (i < n_args and not params) else f"v{i}_"
+                  for i, name in enumerate(code.co_varnames))
+    consts = tuple(_renamed_code(c, False, False) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    changes = {"co_varnames": names, "co_consts": consts, "co_filename": FRAME_FILE,
+               "co_firstlineno": code.co_firstlineno + FRAME_LINE_SHIFT}
+    if top:
+        changes.update(co_name=FRAME_NAME, co_qualname=FRAME_NAME)
+    return code.replace(**changes)
+
+
+def _disguised(original):
+    """The ``frame`` variant's test function: ``original`` (a plain function or a bound
+    method of one) as a copy whose code (:func:`_renamed_code`) runs on the same globals,
+    defaults and closure, called with its parameters by position (they are renamed too,
+    unless it takes ``*args``, ``**kwargs`` or keyword-only ones). Anything else (a
+    coroutine, a generator, a callable object) is returned as it is."""
+    func = getattr(original, "__func__", original)
+    bound = getattr(original, "__self__", None) if func is not original else None
+    if not isinstance(func, types.FunctionType) or func.__code__.co_flags & _NOT_PLAIN:
+        return original
+    code = func.__code__
+    plain = not code.co_kwonlyargcount and not code.co_flags & _ARGS_FLAGS
+    copy = types.FunctionType(_renamed_code(code, plain, True), func.__globals__, FRAME_NAME,
+                              func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    if not plain:
+        return copy if bound is None else types.MethodType(copy, bound)
+    names = code.co_varnames[:code.co_argcount]
+    given = (bound,) if bound is not None else ()
+    defaults = dict(zip(names[len(names) - len(func.__defaults__ or ()):],
+                        func.__defaults__ or (), strict=True))
+    return types.MethodType(_positional_call, (copy, given, names, defaults))
+
+
+def _positional_call(state, *args, **kwargs):
+    """Calls ``copy`` (bound to ``(copy, given, names, defaults)``) with ``given`` and
+    ``args`` first and every further parameter of ``names`` by position, from ``kwargs`` or
+    its default (pytest passes a test's fixtures and parameters by name)."""
+    copy, given, names, defaults = state
+    first = [*given, *args]
+    rest = [kwargs.pop(n) if n in kwargs else defaults[n] for n in names[len(first):]]
+    if kwargs:
+        raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+    return copy(*first, *rest)
+
+
+#: What the ``modules`` variant takes out of ``sys.modules`` during a test's call: modules
+#: whose top-level name is one of these or whose name holds ``pytest`` or ``pluggy`` (a
+#: plugin: ``pytest_timeout``, ``anyio.pytest_plugin``), unless they are the repository's
+#: own, and every module of the harness directory.
+RUNNER_MODULES = ("py", "iniconfig")
+_HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+
+
+def _is_runner_module(name, module, repo):
+    if name == "__main__":
+        return False
+    path = getattr(module, "__file__", None) or ""
+    if path.startswith(_HARNESS_DIR):
+        return True
+    runner = name.partition(".")[0] in RUNNER_MODULES or "pytest" in name or "pluggy" in name
+    return runner and not (repo and path.startswith(repo))
+
+
+def _runner_modules_hidden(state, *args, **kwargs):
+    """The ``modules`` variant's test function (bound to ``(original, repo)``): ``original``
+    called while pytest's, pluggy's and the harness's modules are out of ``sys.modules``
+    (:func:`_is_runner_module`); they are back, as they were, once it returns or raises."""
+    original, repo = state
+    modules = sys.modules
+    hidden = {name: module for name, module in list(modules.items())
+              if _is_runner_module(name, module, repo)}
+    for name in hidden:
+        modules.pop(name, None)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        modules.update(hidden)
+
+
+def import_unobserved(repo, changed):
+    """The ``modules`` variant's imports, before pytest starts: the modules of the files the
+    patch touched (``changed``: paths relative to ``repo``; test files and conftests left
+    out) imported while the runner's modules are out of ``sys.modules``
+    (:func:`_runner_modules_hidden`), so what their code decides at import (a default
+    argument, a module constant) is decided without a test runner in sight. A module that
+    imports pytest then gets a copy of its own, never the runner's. A module that fails to
+    import here is imported again by the tests (and fails there, as in any run)."""
+    import importlib
+
+    root = os.path.realpath(repo)
+    for rel in changed or ():
+        parts = rel.replace(os.sep, "/").split("/")
+        if not rel.endswith(".py") or parts[-1] == "conftest.py" or any(
+                p in ("test", "tests", "testing") for p in parts[:-1]) or \
+                parts[-1].startswith("test_") or parts[-1].endswith("_test.py"):
+            continue
+        name = _module_name(os.path.join(root, rel))
+        if not name or name in sys.modules:
+            continue
+        try:
+            _runner_modules_hidden((importlib.import_module, os.path.join(root, "")), name)
+        except BaseException:  # noqa: BLE001 - the tests import it again and say why
+            pass
 
 
 def _no_current_test_var(item, when):
@@ -501,8 +632,12 @@ class _ReportPlugin:
         if innermost:
             original = item.obj
             called = original
+            if "frame" in self._variant:
+                called = _disguised(original)
+            if "modules" in self._variant:
+                called = types.MethodType(_runner_modules_hidden, (called, self._repo))
             if "state" in self._variant:
-                called = types.MethodType(_repeated_call, (original, STATE_REPEATS))
+                called = types.MethodType(_repeated_call, (called, STATE_REPEATS))
             if self._channel is None:  # (unit tests build the plugin without a channel)
                 raw = self._raw
 

@@ -267,6 +267,8 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=No
 
     code = 3
     try:
+        if "modules" in ((skip or {}).get("variant") or ()):  # after the plugin's snapshot
+            proctor_report.import_unobserved(repo, changed)
         # pytest resolves ``-p pytest_timeout`` through ``pytest11`` entry points as well,
         # even with autoload off, and a ``*.dist-info`` the patch adds to the repo is one;
         # a plugin registered under the name first is never looked up.
