@@ -5,8 +5,10 @@ rewriter loads a conftest's or a test module's cached rewrite from its ``__pycac
 the header matches the source's mtime and size. Code under test that writes a forged one
 for the repo's ``conftest.py`` in one run had it loaded, instead of the source, by every
 later run in the same sandbox (the mutation runner's, the differential runs'). The runners
-start with ``-X pycache_prefix`` at a path that never exists (``PYCACHE_PREFIX``), so every
-module compiles from its source.
+start with ``-X pycache_prefix`` at a read-only tree of the tools venv (``PYCACHE_PREFIX``)
+that holds the bytecode of the standard library and the tools, compiled when the image or
+venv was built, and nothing of the repository: the repository's modules compile from their
+source, pytest and the standard library start from their bytecode.
 """
 
 from __future__ import annotations
@@ -63,10 +65,20 @@ def mean(xs):
 '''
 
 
-def test_the_runners_read_no_bytecode_cache():
+def test_the_runners_read_only_the_tools_bytecode():
+    from importlib.resources import files
+
+    from proctor.sandbox import PYTHON
+    from proctor.sandbox.environments import DOCKERFILE
+
     assert "-B" in RUNNER_FLAGS
     assert f"pycache_prefix={PYCACHE_PREFIX}" in RUNNER_FLAGS
-    assert PYCACHE_PREFIX.startswith("/proctor/harness/")  # read-only: never created
+    # inside the tools venv (read-only in every backend), filled where the image is built
+    assert PYCACHE_PREFIX.startswith(PYTHON.partition("/bin/")[0] + "/")
+    image = files("proctor.sandbox").joinpath("Dockerfile.sandbox").read_text()
+    assert f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX} " in image
+    assert f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX} " in DOCKERFILE.format(base="b",
+                                                                         prefix=PYCACHE_PREFIX)
 
 
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
@@ -86,13 +98,17 @@ def test_a_forged_conftest_bytecode_is_never_loaded_by_a_later_run(
         first = run_public(sb, task, req)
         forged = sb.run(["sh", "-c", f"ls {REPO}/__pycache__"], timeout=30)
         second = run_public(sb, task, req)
-        # the sandbox user cannot make the prefix exist; a child Python reads it from the
-        # sandbox's environment
-        made = sb.run(["mkdir", "-p", PYCACHE_PREFIX], timeout=30)
+        # the sandbox user cannot put bytecode for the repository in the prefix; a child
+        # Python reads it from the sandbox's environment, and finds the tools' bytecode
+        made = sb.run(["mkdir", "-p", f"{PYCACHE_PREFIX}{REPO}"], timeout=30)
         child = sb.run(["python", "-c", "import sys; print(sys.pycache_prefix)"], timeout=30)
+        tools = sb.run(["python", "-c", "import importlib.util as u, os, json, pytest; print("
+                        "[os.path.isfile(u.cache_from_source(m.__file__)) for m in (json, "
+                        "pytest)])"], timeout=30)
     # the forgery ran (the sandbox user may write in the repo) ...
     assert forged.ok and "conftest.cpython-" in forged.output, forged.output
     assert not made.ok and child.output.strip() == PYCACHE_PREFIX, (made.output, child.output)
+    assert tools.output.strip() == "[True, True]", tools.output
     # ... and neither run used it: add still subtracts in both
     for run in (first, second):
         assert run.outcomes["tests/test_core.py::test_add"] == "failed", run.output[-2000:]

@@ -157,7 +157,9 @@ def test_adversarial_patch_gets_its_exact_verdict(corpus_patch, case):
 
 def _assert_penalised_fix(rec: RewardRecord, patch: bytes, exp) -> None:
     cost = diff_cost(code_lines_changed(patch.decode()))
-    assert rec.reason is None and not rec.integrity.violated
+    diff = rec.evidence.get("differential")
+    assert rec.reason is None and not rec.integrity.violated, (
+        rec.reason, rec.integrity.reasons, diff and diff.details.get("suites"))
     assert rec.components["public_tests"] == 1.0 and rec.components["hidden_tests"] == 1.0
     assert rec.components["compiled"] == exp.compiled
     assert rec.components["static_analysis"] == exp.static

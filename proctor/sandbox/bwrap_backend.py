@@ -120,6 +120,39 @@ def env_id(requirements: list[str] | tuple[str, ...] = ()) -> str:
     return f"local-venv:{digest.hexdigest()[:16]}"
 
 
+#: Run by the venv's own Python (argv: the venv on the host, where the sandbox sees it):
+#: the bytecode of the standard library and of the venv's packages, written in the venv's
+#: ``pycache`` tree where the runners' ``pycache_prefix`` (``layout.PYCACHE_PREFIX``) looks
+#: for it inside the sandbox, each file named and compiled as the sandbox sees its source.
+_COMPILE_BYTECODE = r"""
+import importlib.util, os, py_compile, re, sys, sysconfig
+venv, inside = sys.argv[1:3]
+sys.pycache_prefix = os.path.join(venv, "pycache")
+skip = re.compile(r"/(test|tests|idlelib|tkinter|turtledemo|lib2to3)/")
+for root, alias in ((sysconfig.get_paths()["stdlib"], None), (os.path.join(venv, "lib"), inside)):
+    for d, _, files in os.walk(root):
+        if skip.search(d + "/"):
+            continue
+        for f in files:
+            if f.endswith(".py"):
+                src = os.path.join(d, f)
+                seen = src if alias is None else os.path.join(alias, os.path.relpath(src, venv))
+                try:
+                    py_compile.compile(src, cfile=importlib.util.cache_from_source(seen),
+                                       dfile=seen, doraise=True)
+                except Exception:
+                    pass
+"""
+
+
+def _compile_bytecode(target: Path) -> None:
+    """Fill the venv's ``pycache`` tree (:data:`_COMPILE_BYTECODE`); a failure leaves the
+    runners compiling from source, slower and as safe."""
+    subprocess.run([str(target / "bin" / "python"), "-c", _COMPILE_BYTECODE, str(target),
+                    VENV_IN_SANDBOX], capture_output=True)
+    (target / "pycache").mkdir(exist_ok=True)
+
+
 def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
     """Build (once, cached) the venv with the pinned tools and the task's ``requirements``
     (installed with the pins as constraints); returns its directory.
@@ -135,11 +168,13 @@ def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
     root.mkdir(parents=True, exist_ok=True)
     target = root / env_id(requirements).split(":")[1]
     done = target / ".proctor-complete"
-    if done.exists():
+    if done.exists() and (target / "pycache").is_dir():
         return str(target)
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
+            if not (target / "pycache").is_dir():  # a venv built before the bytecode tree
+                _compile_bytecode(target)
             return str(target)
         shutil.rmtree(target, ignore_errors=True)
         print(f"[proctor] building the local tools venv in {target} (once)", file=sys.stderr)
@@ -164,6 +199,7 @@ def ensure_env(requirements: list[str] | tuple[str, ...] = ()) -> str:
                 shutil.rmtree(target, ignore_errors=True)
                 raise TaskConfigError(f"task requirements cannot be installed: "
                                       f"{res.stderr[-1500:]}")
+        _compile_bytecode(target)
         os.chmod(root, 0o755)
         done.write_text(requirements_txt())
     return str(target)

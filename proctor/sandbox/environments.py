@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from proctor.errors import InfraError, TaskConfigError
+from proctor.sandbox.layout import PYCACHE_PREFIX
 from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.toolchain import host_pip, requirements_txt
 
@@ -40,7 +41,9 @@ COPY wheelhouse/ /tmp/proctor-env/wheelhouse/
 RUN /opt/proctor/venv/bin/pip install --no-cache-dir --no-index --disable-pip-version-check \\
       --find-links /tmp/proctor-env/wheelhouse -r /tmp/proctor-env/requirements.txt \\
       -c /tmp/proctor-env/constraints.txt \\
- && rm -rf /tmp/proctor-env
+ && rm -rf /tmp/proctor-env \\
+ && (PYTHONPYCACHEPREFIX={prefix} /opt/proctor/venv/bin/python -m compileall \\
+      -q -j 0 -x '/(test|tests)/' /opt/proctor/venv/lib >/dev/null || true)
 USER 1000:1000
 """
 
@@ -72,7 +75,8 @@ def task_image(client, base_tag: str, base_id: str, requirements: list[str]) -> 
         try:
             (ctx / "requirements.txt").write_text("".join(f"{r}\n" for r in requirements))
             (ctx / "constraints.txt").write_text(requirements_txt())
-            (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base_id))
+            (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base_id,
+                                                              prefix=PYCACHE_PREFIX))
             print(f"[proctor image] building task environment {tag}", file=sys.stderr)
             from proctor.sandbox.image import _platform_args
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 REPO = "/work/repo"
 #: Proctor's own scripts (the pytest plugin, checkers), read-only to the code under test.
 HARNESS_DIR = "/proctor/harness"
-#: The bytecode cache root of the interpreters that run the code under test (``-X
-#: pycache_prefix``): a path under the read-only harness directory that never exists, so
-#: no ``.pyc`` is read from a ``__pycache__`` beside a source (one the patch's code wrote
-#: for a conftest or a test module a later run imports, say) and none can be put where one
-#: would be read; every module compiles from its source.
-PYCACHE_PREFIX = f"{HARNESS_DIR}/no-pycache"
-#: Where the harness's own steps write their reports.
-OUT_DIR = "/proctor/out"
 #: The sandbox's Python (the image's tools venv), the same in every backend.
 PYTHON = "/opt/proctor/venv/bin/python"
+#: The bytecode cache root of the interpreters that run the code under test (``-X
+#: pycache_prefix``): a read-only tree inside the tools venv holding the bytecode of the
+#: standard library and of the tools, compiled when the image or the venv was built, and of
+#: nothing else. No ``.pyc`` is read from a ``__pycache__`` beside a source (one the patch's
+#: code wrote for a conftest or a test module a later run imports, say) and none can be put
+#: where one would be read: the repository's modules always compile from their source,
+#: while pytest and the standard library start from their bytecode.
+PYCACHE_PREFIX = "/opt/proctor/venv/pycache"
+#: Where the harness's own steps write their reports.
+OUT_DIR = "/proctor/out"
 #: Where ``install = true`` installs the patched project (outside the repository, so no
 #: patch path reaches it); appended to ``sys.path`` after the repository and ``pythonpath``.
 SITE_DIR = "/work/.proctor-site"
