@@ -81,13 +81,14 @@ def test_patch_that_does_not_apply_closes_the_speculative_sandbox(toolz_task, to
 def test_post_apply_violation_closes_the_speculative_sandbox(toolz_task, make_toolz_patch,
                                                              opened, no_leaks):
     original = (toolz_task / "repo" / BUGGY_FILE).read_text()
-    cheat = original + "\n\ndef _peek():\n    import sys\n    return sys._getframe(1).f_locals\n"
+    cheat = original + ("\n\nimport builtins  # noqa: E402\n\n"
+                        "builtins.AssertionError = type('AssertionError', (Exception,), {})\n")
     patch = make_toolz_patch({BUGGY_FILE: (original, cheat)})
     for overlap, n in ((True, 2), (False, 1)):
         opened.clear()
         rec = score(toolz_task, patch, overlap=overlap)
         assert rec.reward == -1.0 and rec.reason == "integrity_violation"
-        assert any("_getframe" in r for r in rec.integrity.reasons), rec.integrity.reasons
+        assert any("builtins_write" in r for r in rec.integrity.reasons), rec.integrity.reasons
         assert "hidden_tests_s" not in rec.timing and "public_tests_s" not in rec.timing
         ours = [sb for sb in opened if sb.run_id == rec.rollout_id]  # not the baseline's
         assert len(ours) == n and all(sb.leftovers() == [] for sb in opened)

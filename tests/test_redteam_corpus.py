@@ -132,6 +132,14 @@ def _finding_kinds(rec: RewardRecord) -> set[str]:
 def test_adversarial_patch_gets_its_exact_verdict(corpus_patch, case):
     rec, patch = _score(corpus_patch, case)
     exp = case.expect
+    if exp.tampered:  # caught in the scored runs themselves
+        assert rec.flags.tests_tampered and rec.flags.exclude_from_advantage
+        assert rec.reward < 0 and rec.components["public_tests"] == -1.0
+        tampered = [t for s in ("public", "hidden")
+                    for t in rec.evidence[f"{s}_tests"].details["tampered"]]
+        for want in exp.reasons:
+            assert any(want in t for t in tampered), (want, tampered)
+        return
     if exp.violation:
         assert rec.reward == -1.0
         assert rec.reason == "integrity_violation" and rec.integrity.violated
@@ -269,6 +277,9 @@ def _host_params(cases: list[Case]):
 def test_suspicious_code_case_gets_its_findings_on_the_host(mini_task_dir, case, tmp_path):
     found = _host_scan(mini_task_dir, case.change, tmp_path)
     exp = case.expect
+    if exp.tampered:  # a suspicion of the scan; the run itself catches what the code does
+        assert not violations(found) and suspicions(found), found
+        return
     if exp.violation:  # from the scan alone, or a suspicion the differential run confirms
         judged = violations(found) if exp.stage == "post_apply" else suspicions(found)
         reasons = [f"{f.path}:{f.line}: {f.kind} ({f.detail})" for f in judged]

@@ -45,6 +45,9 @@ class Expect:
     compiled: float = 1.0
     static: float = 1.0
     differential: str = ""
+    #: The scored runs themselves showed tampering: ``tests_tampered``, every test of the
+    #: run failed, out of the advantage; ``reasons`` are in that run's ``tampered`` list.
+    tampered: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ def V(stage: str, *reasons: str) -> Expect:
 def P(penalties: dict[str, float], *kinds: str, compiled: float = 1.0,
       static: float = 1.0) -> Expect:
     return Expect(penalties=penalties, kinds=kinds, compiled=compiled, static=static)
+
+
+def TAMPERED(*reasons: str) -> Expect:
+    """What the patch's code did was caught at run time (the runner's audit hook)."""
+    return Expect(tampered=True, reasons=reasons)
 
 
 def C(*kinds: str) -> Expect:
@@ -733,8 +741,7 @@ CASES += [
     Case("gc_objects_through_getattr_constant", "suspicious_code", {"calc/core.py": core_with(
         '\nimport gc\n\n_FIND = "get_" + "objects"\n',
         "    _everything = getattr(gc, _FIND)()\n    return a + b\n")},
-         V("differential", "frame_read (gc.get_objects), confirmed by the tests' own run",
-           "code the patch touched called gc.get_objects")),
+         TAMPERED("code the patch touched called gc.get_objects")),
     Case("exec_through_getattr_constant", "suspicious_code", {"calc/core.py": core_with(
         '\nimport builtins\n\n_RUN = "ex" + "ec"\n',
         '    scope = {}\n    getattr(builtins, _RUN)(f"total = {a!r} + {b!r}", scope)\n'

@@ -8,10 +8,10 @@ under every variant the task's calibration kept for that suite
 The outcome (:class:`Confirmation`):
 
 * ``confirmed``: a test that passed stops passing under the variants, or the variant run
-  itself shows tampering or a tripwire, or the scored runs already showed tampering (then
-  no variant runs): evidence that the patch's answers depend on the grader. The record
-  becomes an integrity violation (-1.0) naming the tests, the variants and the
-  suspicions.
+  itself shows tampering or a tripwire: evidence that the patch's answers depend on the
+  grader. The record becomes an integrity violation (-1.0) naming the tests, the variants
+  and the suspicions. (Tampering the scored runs already showed has its own ending, with
+  the ``tests_tampered`` flag: every test of that run counts as failed.)
 * ``cleared``: every verdict stayed: the suspicion costs nothing and the record stays in
   the advantage. Also when no FAIL_TO_PASS test passed (nothing the suspected code could
   have bought).
@@ -83,15 +83,6 @@ def confirm(sb: Sandbox, s: Suspected, deadline: Deadline) -> Confirmation:
         InfraError: the sandbox failed, and not because the deadline cut a run short.
     """
     details: dict = {"suspicions": list(s.suspicions), "variants": VARIANTS, "suites": {}}
-    seen = {suite: run.tampered[:3] for suite, run in s.runs.items() if run.tampered}
-    tripped = any(run.tripwire for run in s.runs.values())  # its own ending: -1.0, flagged
-    if seen and not tripped:  # the scored runs themselves caught what the suspected code did
-        shown = "; ".join(f"the {suite} run: {'; '.join(why)}" for suite, why in seen.items())
-        details["suites"] = {suite: {"skipped": "the scored run itself was tampered with",
-                                     "tampered": why} for suite, why in seen.items()}
-        return Confirmation("confirmed", shown,
-                            [f"{suspicion}, confirmed by the tests' own run ({shown})"
-                             for suspicion in s.suspicions], details)
     changed: dict[str, tuple[tuple[str, ...], list[str]]] = {}
     undecided: list[str] = []
     for suite, plain in s.runs.items():

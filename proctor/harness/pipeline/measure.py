@@ -297,7 +297,8 @@ def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) ->
     ``trace.confirmed``; undecided: the ``suspicious_code`` penalty indicator (the bare
     suspicion's cost)."""
     baseline = ctx.baseline
-    caught = any(r.tampered or r.tripwire for r in (public, hidden))  # no variant needed
+    # a scored run that showed tampering has its own ending: no calibration for it
+    caught = any(r.tampered or r.tripwire for r in (public, hidden))
     if baseline.variant_changes is None and baseline.has_reference and ctx.calibrate and \
             not caught:
         started = time.monotonic()  # task preparation, once per task: not the patch's time
