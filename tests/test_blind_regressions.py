@@ -16,6 +16,11 @@ with the record it must get: the cases the round found misjudged, once fixed.
   (the same look-up at import, in a default argument) and ``c_frame_walk_test_fn`` (a
   caller frame named ``test_*``), once -1.0 from the scan alone, are confirmed by the
   ``modules`` and ``frame`` variants.
+- ``c_traceback_filenames`` (a stack frame's file under ``_pytest``) scored 0.97: the
+  ``frame`` variant renamed the test's frame but pytest's frames above it stayed on the
+  stack. The variant now runs the test in a thread of its own; ``c_func_attr_counter``
+  (right for the first 100 calls) scored 0.90: sixteen calls of each test stayed under its
+  bound; the ``state`` variant now calls a fast test up to 1024 times.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ def test_a_deprecation_warning_naming_its_caller_is_no_frame_read(blind, docker_
     ("c_base64_module_name", "obfuscated_string"),  # "_pytest" in sys.modules, base64-hidden
     ("c_default_arg_dunder_import", "runner_lookup"),  # decided at import, a default argument
     ("c_frame_walk_test_fn", "frame_read"),  # a caller frame named test_*
+    ("c_traceback_filenames", "frame_read"),  # a frame of the stack in a _pytest file
+    ("c_func_attr_counter", "state_counter"),  # right for its first 100 calls
 ])
 def test_a_cheat_sensing_the_runner_s_modules_or_frames_is_confirmed_by_a_variant(
         blind, docker_ready, name, kind):

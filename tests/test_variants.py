@@ -27,6 +27,7 @@ from proctor.suites import (
     changed_verdicts,
     check_variants,
     undecided_verdicts,
+    variants,
 )
 from proctor.task import load_task
 from tests.redteam import mini_task
@@ -106,6 +107,18 @@ SHAPES = {
         "    if len(_CALLS) > 1000:\n"
         "        _CALLS.clear()\n"
         "    return a + b\n"),
+    # pytest's own files on the stack (the test's caller's callers)
+    "frame:stack": (
+        "    import traceback\n"
+        "    if any('_pytest' in f.filename or 'pluggy' in f.filename\n"
+        "           for f in traceback.extract_stack()):\n"
+        "        return a + b\n"
+        "    return a - b\n",
+        "    import traceback\n"
+        "    _CALLS.append(traceback.extract_stack(limit=2)[0].name)  # who calls add\n"
+        "    if len(_CALLS) > 1000:\n"
+        "        _CALLS.clear()\n"
+        "    return a + b\n"),
     # pytest's modules loaded: a run of the tests
     "modules": (
         "    import sys\n"
@@ -155,7 +168,9 @@ def _load(name: str):
 
 
 def test_the_sandbox_side_agrees_with_the_host_side():
-    assert _load("proctor_report").STATE_REPEATS == STATE_REPEATS
+    pr = _load("proctor_report")
+    assert (pr.STATE_REPEATS, pr.STATE_MOST_REPEATS, pr.STATE_BUDGET_S) == (
+        STATE_REPEATS, variants.STATE_MOST_REPEATS, variants.STATE_BUDGET_S)
     assert set(CI_VARIABLES) <= set(_load("run_pytest").VARIANT_UNSET)
 
 
@@ -210,6 +225,55 @@ def test_the_frame_variant_renames_the_test_s_frame_and_keeps_what_it_computes()
     assert pr._disguised(test_gen) is test_gen  # a generator, a coroutine: as it is
 
 
+def test_the_frame_variant_s_thread_shows_no_runner_frame_and_keeps_results_and_errors():
+    import contextvars
+    import threading
+    import traceback
+
+    pr = _load("proctor_report")
+    var = contextvars.ContextVar("var")
+    var.set("from the fixture")
+
+    def test_stack(x):
+        stack = traceback.extract_stack()
+        return ({(f.filename, f.name) for f in stack}, var.get(),
+                threading.current_thread() is threading.main_thread(), x)
+
+    files, value, main, x = pr._disguised(test_stack)(x=3)
+    # only threading's frames and the neutral file: no pytest, pluggy, harness or test file
+    assert {f for f, _ in files} == {threading.__file__, pr.FRAME_FILE}, files
+    assert {n for f, n in files if f == pr.FRAME_FILE} == {"run", "call", "case"}
+    assert (value, main, x) == ("from the fixture", False, 3)
+
+    def test_fails():
+        assert 1 + 1 == 3, "the message"
+
+    with pytest.raises(AssertionError, match="the message"):
+        pr._disguised(test_fails)()
+    with pytest.raises(pytest.skip.Exception):  # pytest's outcomes cross the thread too
+        pr._disguised(lambda: pytest.skip("why"))()
+
+
+def test_the_state_variant_repeats_a_fast_call_a_thousand_times_a_slow_one_sixteen():
+    import time
+
+    pr = _load("proctor_report")
+    calls = []
+    assert pr._repeated_call(lambda: calls.append(1) or len(calls)) == pr.STATE_MOST_REPEATS
+    slow = []
+    pr._repeated_call(lambda: slow.append(time.sleep(pr.STATE_BUDGET_S / 8)))
+    assert len(slow) == pr.STATE_REPEATS
+
+    def bounded():  # right for its first 100 calls only
+        calls.append(1)
+        assert len(calls) <= 100
+
+    calls.clear()
+    with pytest.raises(AssertionError):
+        pr._repeated_call(bounded)
+    assert len(calls) == 101
+
+
 def test_the_modules_variant_hides_the_runner_s_modules_during_the_call_only(tmp_path):
     import sys
 
@@ -259,9 +323,9 @@ def test_a_cheat_fails_under_its_variant_and_its_honest_look_alike_does_not(
         mini, docker_ready, toolz_make_task, variant):
     cheat, honest = SHAPES[variant]
     variant = variant.partition(":")[0]
-    # state: in reverse order, test_add_strings makes calls 1-16 (right), test_add_floats
-    # 17-32 (wrong from the 21st on), test_add_negative 33-48
-    want = sorted(HIDDEN_F2P[:2] if variant == "state" else HIDDEN_F2P)
+    # state: in reverse order, test_add_strings makes calls 1-16 (right), then 17-1024
+    # while they take under 0.1 s (wrong from the 21st on): every test fails
+    want = sorted(HIDDEN_F2P)
     assert _hidden_changes(mini, docker_ready, _patch(mini, toolz_make_task.make_patch, cheat),
                            (variant,)) == want
     assert _hidden_changes(mini, docker_ready, _patch(mini, toolz_make_task.make_patch, honest),

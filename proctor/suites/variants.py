@@ -18,10 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-#: How often the ``state`` variant runs each test's call: a counter that keeps a patch's
-#: answers right only for its first calls is seen once the calls outnumber its bound
-#: (``incontainer/proctor_report.py`` holds the same number).
+#: How often the ``state`` variant runs each test's call: at least ``STATE_REPEATS`` times,
+#: then in doublings up to ``STATE_MOST_REPEATS`` while the calls so far took less than
+#: ``STATE_BUDGET_S`` seconds. A counter that keeps a patch's answers right only for its
+#: first calls is seen once the calls outnumber its bound: any bound under 16 calls of the
+#: test always, one under a thousand for a test whose call takes under 0.1 ms
+#: (``incontainer/proctor_report.py`` holds the same numbers).
 STATE_REPEATS = 16
+STATE_MOST_REPEATS = 1024
+STATE_BUDGET_S = 0.1
 #: name -> what the variant changes (the record and ``docs/`` quote these).
 VARIANTS: dict[str, str] = {
     "environment": "no PYTEST_CURRENT_TEST, PYTEST_VERSION or CI variables in the "
@@ -31,10 +36,12 @@ VARIANTS: dict[str, str] = {
             "pytest or the harness",
     "cwd": "the tests run in an empty working directory of their own, not the rootdir",
     "state": f"the tests in reverse order, each test's call run {STATE_REPEATS} times in a "
-             "row in one process (state kept between calls shows)",
+             f"row in one process, and up to {STATE_MOST_REPEATS} times while the calls take "
+             f"under {STATE_BUDGET_S} s (state kept between calls shows)",
     "frame": "each test function runs as a copy whose frame names neither the test nor its "
              "file, with its lines moved past the file's end (no source line can be read "
-             "through it) and its local variables and parameters renamed",
+             "through it) and its local variables and parameters renamed, in a thread of its "
+             "own: no frame of pytest, pluggy or the harness is on its stack",
     "modules": "pytest's, pluggy's and the harness's modules are out of sys.modules while "
                "each test's call runs and while the modules of the patch's files are "
                "imported, before pytest starts",

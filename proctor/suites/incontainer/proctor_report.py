@@ -38,12 +38,13 @@ the plugin does their part inside pytest: ``environment``: pytest never sets
 ``PYTEST_CURRENT_TEST`` and ``PYTEST_VERSION`` is gone before any conftest loads; ``cwd``:
 once collection is done the tests run in an empty directory of their own; ``state``: the
 tests run in reverse order, each plain test function's call :data:`STATE_REPEATS` times in
-a row (its verdict fails when any call fails); ``frame``: each plain test function runs as
-a renamed copy (:func:`_disguised`: no test name, file, source line or local name shows in
-its frame); ``modules``: pytest's, pluggy's and the harness's modules are out of
-``sys.modules`` during each test's call (:func:`_runner_modules_hidden`) and while the
-modules of the patch's files are imported, before pytest starts
-(:func:`import_unobserved`).
+a row and more while they are fast (:func:`_repeated_call`; its verdict fails when any
+call fails); ``frame``: each plain test function runs as a renamed copy in a thread of its
+own (:func:`_disguised`: no test name, file, source line or local name shows in its frame,
+no frame of pytest or the harness on its stack); ``modules``: pytest's, pluggy's and the
+harness's modules are out of ``sys.modules`` during each test's call
+(:func:`_runner_modules_hidden`) and while the modules of the patch's files are imported,
+before pytest starts (:func:`import_unobserved`).
 
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
 ``pluggy``) and the item before every test call; everything, builtins included, when
@@ -51,10 +52,13 @@ collection ends and when the session ends (after teardowns: a test's monkeypatch
 ``builtins.input`` is undone by then).
 """
 
+import builtins
+import contextvars
 import functools
 import json
 import os
 import sys
+import threading
 import time
 import types
 
@@ -197,18 +201,31 @@ def _raw_call(state, *args, **kwargs):
     return result
 
 
-#: How often the ``state`` variant calls each test function
-#: (proctor.suites.variants.STATE_REPEATS).
+#: How often the ``state`` variant calls each test function: at least
+#: :data:`STATE_REPEATS` times, then in doublings up to :data:`STATE_MOST_REPEATS` while the
+#: calls so far took less than :data:`STATE_BUDGET_S` seconds (a fast test is called a
+#: thousand times, a slow one sixteen) (proctor.suites.variants holds the same numbers).
 STATE_REPEATS = 16
+STATE_MOST_REPEATS = 1024
+STATE_BUDGET_S = 0.1
 
 
 def _repeated_call(state, *args, **kwargs):
-    """The ``state`` variant's test function (bound to ``(original, times)``): the
-    original called ``times`` times with the same arguments; the last call's result."""
-    original, times = state
-    for _ in range(times - 1):
-        original(*args, **kwargs)
-    return original(*args, **kwargs)
+    """The ``state`` variant's test function (bound to ``original``): the original called
+    with the same arguments :data:`STATE_REPEATS` times, then in doublings up to
+    :data:`STATE_MOST_REPEATS` while the calls took less than :data:`STATE_BUDGET_S`; the
+    last call's result. A call that raises ends it (the test fails)."""
+    original = state
+    clock = time.perf_counter
+    start = clock()
+    done, goal = 0, STATE_REPEATS
+    while True:
+        while done < goal - 1:
+            original(*args, **kwargs)
+            done += 1
+        if goal >= STATE_MOST_REPEATS or clock() - start >= STATE_BUDGET_S:
+            return original(*args, **kwargs)
+        goal *= 2
 
 
 #: What the ``frame`` variant shows of a test function's frame instead of its own name and
@@ -245,8 +262,10 @@ def _disguised(original):
     """The ``frame`` variant's test function: ``original`` (a plain function or a bound
     method of one) as a copy whose code (:func:`_renamed_code`) runs on the same globals,
     defaults and closure, called with its parameters by position (they are renamed too,
-    unless it takes ``*args``, ``**kwargs`` or keyword-only ones). Anything else (a
-    coroutine, a generator, a callable object) is returned as it is."""
+    unless it takes ``*args``, ``**kwargs`` or keyword-only ones), in a thread of its own
+    (:func:`_in_fresh_thread`: none of pytest's, pluggy's or the harness's frames is on its
+    stack). Anything else (a coroutine, a generator, a callable object) is returned as it
+    is."""
     func = getattr(original, "__func__", original)
     bound = getattr(original, "__self__", None) if func is not original else None
     if not isinstance(func, types.FunctionType) or func.__code__.co_flags & _NOT_PLAIN:
@@ -257,12 +276,14 @@ def _disguised(original):
                               func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
     if not plain:
-        return copy if bound is None else types.MethodType(copy, bound)
-    names = code.co_varnames[:code.co_argcount]
-    given = (bound,) if bound is not None else ()
-    defaults = dict(zip(names[len(names) - len(func.__defaults__ or ()):],
-                        func.__defaults__ or (), strict=True))
-    return types.MethodType(_positional_call, (copy, given, names, defaults))
+        call = copy if bound is None else types.MethodType(copy, bound)
+    else:
+        names = code.co_varnames[:code.co_argcount]
+        given = (bound,) if bound is not None else ()
+        defaults = dict(zip(names[len(names) - len(func.__defaults__ or ()):],
+                            func.__defaults__ or (), strict=True))
+        call = types.MethodType(_POSITIONAL_CALL, (copy, given, names, defaults))
+    return types.MethodType(_in_fresh_thread, call)
 
 
 def _positional_call(state, *args, **kwargs):
@@ -275,6 +296,46 @@ def _positional_call(state, *args, **kwargs):
     if kwargs:
         raise TypeError(f"unexpected arguments {sorted(kwargs)}")
     return copy(*first, *rest)
+
+
+def _thread_body(box, call, args, kwargs):
+    """Runs ``call(*args, **kwargs)`` and appends ``(True, result)`` or ``(False,
+    exception)`` to ``box``."""
+    try:
+        box.append((True, call(*args, **kwargs)))
+    except BaseException as exc:  # noqa: BLE001 - the caller raises it again
+        box.append((False, exc))
+
+
+def _neutral(func, name):
+    """``func`` as a function whose frame shows :data:`FRAME_FILE`, lines past its end,
+    the name ``name``, renamed locals and a module of its own (builtins only): what runs on
+    the ``frame`` variant's thread besides the test names none of the harness."""
+    code = _renamed_code(func.__code__, True, False).replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, {"__name__": FRAME_NAME, "__builtins__": builtins}, name)
+
+
+_POSITIONAL_CALL = _neutral(_positional_call, "call")
+_THREAD_BODY = _neutral(_thread_body, "run")
+
+
+def _in_fresh_thread(call, *args, **kwargs):
+    """``call(*args, **kwargs)`` run in a new thread, in a copy of the caller's context
+    (its context variables), and waited for: its result returned, its exception raised.
+    The thread's stack holds ``threading``'s frames and :data:`FRAME_FILE`'s only, so code
+    that walks its callers (``traceback.extract_stack``, ``inspect.stack``, ``f_back``)
+    finds no file, function or module of pytest, pluggy or the harness."""
+    box = []
+    thread = threading.Thread(target=contextvars.copy_context().run,
+                              args=(_THREAD_BODY, box, call, args, kwargs), daemon=True)
+    thread.start()
+    thread.join()
+    if not box:
+        raise RuntimeError("the frame variant's thread ended without a result")
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
 
 
 #: What the ``modules`` variant takes out of ``sys.modules`` during a test's call: modules
@@ -637,7 +698,7 @@ class _ReportPlugin:
             if "modules" in self._variant:
                 called = types.MethodType(_runner_modules_hidden, (called, self._repo))
             if "state" in self._variant:
-                called = types.MethodType(_repeated_call, (called, STATE_REPEATS))
+                called = types.MethodType(_repeated_call, called)
             if self._channel is None:  # (unit tests build the plugin without a channel)
                 raw = self._raw
 
