@@ -122,7 +122,8 @@ def _tripwire_source(files: dict[str, bytes], trip) -> str:
 def test_a_donor_that_may_return_early_is_not_copied():
     files, trip = embed_tripwire({"test_x.py": b"def test_a():\n    if True:\n        return\n"})
     added = _tripwire_source(files, trip)
-    assert "return" not in added and added.count("assert") == 1
+    assert "return" not in added
+    assert sum(isinstance(n, ast.Assert) for n in ast.walk(ast.parse(added))) == 1
 
 
 SHARED_STATE = b"""\
@@ -160,12 +161,13 @@ def test_pure():
 """
 
 
-def test_the_copy_never_changes_a_real_test_s_verdict_wherever_it_lands():
+def test_the_copy_never_changes_a_real_test_s_verdict_wherever_it_lands(tmp_path):
     # a donor body that touches the module's shared state would make the real test it
     # runs before fail (quarantined in the baseline, an honest patch's loss when scored)
     for seed in range(40):
         files, trip = embed_tripwire({"test_m.py": SHARED_STATE}, random.Random(seed))
-        namespace: dict = {}
+        (tmp_path / "test_m.py").write_bytes(files["test_m.py"])
+        namespace: dict = {"__file__": str(tmp_path / "test_m.py")}
         exec(compile(files["test_m.py"], "test_m.py", "exec"), namespace)
         tests = [n.name for n in ast.parse(files["test_m.py"]).body
                  if isinstance(n, ast.FunctionDef)]
@@ -235,3 +237,65 @@ def test_odd_line_breaks_are_checked_on_the_whole_module():
         files, trip = embed_tripwire({"test_ff.py": data}, random.Random(seed))
         assert trip is not None
         ast.parse(files["test_ff.py"])
+
+
+class _EqualToAll:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class _AnyInt(int):
+    def __eq__(self, other):
+        return isinstance(other, int)
+
+    __hash__ = int.__hash__
+
+
+def _rewire(monkeypatch, how: str | None) -> None:
+    """What code under test could rewire so that tests decide wrongly: unittest's
+    assertions, json loading of reference data, reading a test's own file."""
+    import pathlib
+    import unittest
+
+    loads = json.loads
+    rewire = {
+        "assertEqual": (unittest.TestCase, "assertEqual", lambda self, a, b, msg=None: None),
+        "assertTrue": (unittest.TestCase, "assertTrue", lambda self, x, msg=None: None),
+        "json_equal_to_all": (json, "loads", lambda *a, **k: _EqualToAll()),
+        "json_parse_int": (json, "loads", lambda s, **k: loads(s, parse_int=_AnyInt, **k)),
+        "read_bytes": (pathlib.Path, "read_bytes", lambda self: b""),
+        "read_text": (pathlib.Path, "read_text", lambda self, *a, **k: _EqualToAll()),
+    }
+    if how is not None:
+        monkeypatch.setattr(*rewire[how])
+
+
+@pytest.mark.parametrize("how", [None, "assertEqual", "assertTrue", "json_equal_to_all",
+                                 "json_parse_int", "read_bytes", "read_text"])
+def test_a_must_fail_tripwire_passes_once_unittest_json_or_file_reads_are_rewired(
+        tmp_path, monkeypatch, how):
+    from proctor.suites.pytest_runner import Tripwire
+
+    module = b"import os\n\n\ndef test_a():\n    x = 1\n    assert x\n"
+    trip = Tripwire.new()
+    cases = [(trip.source(), trip.must_fail)]
+    for seed in range(12):  # each false claim, module name and place
+        files, embedded = embed_tripwire({"test_m.py": module}, random.Random(seed))
+        cases.append((files["test_m.py"], embedded.name))
+    for i, (source, name) in enumerate(cases):
+        path = tmp_path / f"test_{i}.py"
+        path.write_bytes(source)
+        namespace = {"__file__": str(path), "__name__": f"test_{i}"}
+        exec(compile(source, str(path), "exec"), namespace)
+        with monkeypatch.context() as m:
+            _rewire(m, how)
+            try:
+                namespace[name]()
+                verdict = "passed"
+            except AssertionError:
+                verdict = "failed"
+        # honest: every must-fail tripwire fails; rewired: it passes (the evidence)
+        assert verdict == ("failed" if how is None else "passed"), source.decode()
+

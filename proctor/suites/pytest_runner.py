@@ -62,7 +62,7 @@ from proctor.sandbox import (
     Sandbox,
 )
 from proctor.suites.reach import ReachMap
-from proctor.suites.tripwires import EmbeddedTripwire
+from proctor.suites.tripwires import EmbeddedTripwire, must_fail_claim
 from proctor.suites.variants import check_variants
 
 INCONTAINER = Path(__file__).parent / "incontainer"
@@ -455,9 +455,12 @@ class Tripwire:
                    f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}")
 
     def source(self) -> bytes:
-        """The module's text (UTF-8): ``must_fail`` asserting ``0 == 1``, ``must_pass``
-        asserting ``1 == 1``."""
-        return (f"def {self.must_fail}():\n    assert 0 == 1\n\n\n"
+        """The module's text (UTF-8): ``must_fail`` asserting ``0 == 1`` unless the ways
+        tests decide were rewired (:func:`~proctor.suites.tripwires.must_fail_claim`),
+        ``must_pass`` asserting ``1 == 1``."""
+        body = "".join(f"    {line}\n" for line in
+                       must_fail_claim("assert 0 == 1", "__name__").splitlines())
+        return (f"def {self.must_fail}():\n{body}\n\n"
                 f"def {self.must_pass}():\n    assert 1 == 1\n").encode()
 
     def ids(self, outcomes) -> list[str]:
