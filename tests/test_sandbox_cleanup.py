@@ -276,6 +276,55 @@ def test_sigterm_while_threads_open_local_sandboxes_leaves_no_dir_or_mount(delay
     assert mounts == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_mount_that_lands_during_the_removal_is_unmounted_and_the_dir_removed(tmp_path,
+                                                                               monkeypatch):
+    # a signal handler removes a local sandbox's dir while the thread it interrupted has a
+    # `mount` of one of its tmpfs areas in flight: the mount lands after the first pass
+    import shutil
+
+    from proctor.sandbox import bwrap_backend
+
+    root = tmp_path / "proctor-bwrap-x"
+    (root / "work").mkdir(parents=True)
+    real, passes = shutil.rmtree, []
+
+    def rmtree(path, ignore_errors=False):
+        if not passes:
+            subprocess.run(["mount", "-t", "tmpfs", "proctor", str(root / "work")], check=True)
+        passes.append(path)
+        real(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(bwrap_backend.shutil, "rmtree", rmtree)
+    try:
+        bwrap_backend.remove_dir(root)
+        mounted = bwrap_backend._mounts_under(root)
+    finally:
+        subprocess.run(["umount", "-l", str(root / "work")], capture_output=True)
+    assert not root.exists() and mounted == [] and len(passes) == 2
+
+
+def test_a_failing_cleanup_still_ends_the_process_on_sigterm(tmp_path):
+    # an error while removing the sandboxes must not swallow the signal (the process would
+    # go on with every new sandbox refused)
+    script = (
+        "import os, signal, time\n"
+        "from proctor.sandbox import cleanup\n"
+        "def broken(**kw):\n"
+        "    raise OSError('cleanup failed')\n"
+        "cleanup.close_all = broken\n"
+        "cleanup.install_signal_handlers()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "except Exception:\n"
+        "    pass\n"
+        "print('still running')\n")
+    res = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == -signal.SIGTERM and "still running" not in res.stdout
+
+
 def test_after_stop_new_no_directory_or_sandbox_is_opened(tmp_path, monkeypatch):
     from proctor.sandbox import ownership
 

@@ -225,12 +225,27 @@ def _mounts_under(path: Path) -> list[str]:
     return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
 
 
-def remove_dir(path: Path) -> None:
+#: How long :func:`remove_dir` keeps trying while ``path`` is still there (seconds).
+REMOVE_SETTLE_S = 2.0
+
+
+def remove_dir(path: Path, settle_s: float = REMOVE_SETTLE_S) -> None:
     """Remove ``path`` and everything below it, lazily unmounting the mounts under it first
-    (a local sandbox's tmpfs areas); a missing ``path`` is fine, errors are ignored."""
-    for point in _mounts_under(path):
-        subprocess.run(["umount", "-l", point], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
+    (a local sandbox's tmpfs areas); a missing ``path`` is fine, errors are ignored. Tried
+    again for up to ``settle_s`` seconds while ``path`` is still there: a ``mount`` started
+    before the removal (by the thread a signal handler interrupted) may land on an area
+    after the first pass and keep it busy."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            for point in _mounts_under(path):
+                subprocess.run(["umount", "-l", point], capture_output=True)
+        except OSError:
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path) or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def remove_stale_dirs(*, expired: bool = True) -> list[str]:

@@ -109,7 +109,10 @@ def close_all(*, final: bool = False) -> int:
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
     for d in ownership.live_host_dirs():
-        bwrap_backend.remove_dir(Path(d))  # unmounts a local sandbox's tmpfs areas first
+        try:
+            bwrap_backend.remove_dir(Path(d))  # unmounts a local sandbox's tmpfs areas first
+        except Exception:  # noqa: BLE001 - best effort on the way out: the others still go
+            pass
         ownership.release_dir(d)
     if ownership.docker_used():
         _remove_own_containers()
@@ -133,14 +136,16 @@ def _remove_own_containers() -> None:
 def _handler(previous: Callable | int | None, signum: int):
     def handle(sig, frame):
         ends = not callable(previous) and signum != signal.SIGINT
-        close_all(final=ends)
-        if callable(previous):
-            previous(sig, frame)
-        elif signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        else:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+        try:
+            close_all(final=ends)
+        finally:  # whatever the cleanup met, the signal still ends the process
+            if callable(previous):
+                previous(sig, frame)
+            elif signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
 
     return handle
 
