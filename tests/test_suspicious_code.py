@@ -46,6 +46,9 @@ CASES = {
         "import os\nM = os.environ.get('MUTANT_UNDER_TEST')\n",
         "import os\nT = os.environ.get('PYTEST_' + 'CURRENT_TEST')\n",
         "import os\nT = os.environ.get('PYTEST_XDIST_WORKER') or os.environ['PYTEST_VERSION']\n",
+        # the process's initial environment (the environment variant shows a plain one)
+        "T = open('/proc/self/environ').read()\n",
+        "import os\nT = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n",
         # the runner's name compared with what the process says about itself
         "import sys\nfrom pathlib import Path\nA = Path(sys.argv[0])\nT = 'pytest' in A.name\n",
         "import sys\nM = sys.modules.get('__main__')\n"
@@ -64,7 +67,6 @@ CASES = {
     "cwd_read": ["import os\nHERE = os.getcwd()\n",
                  "from pathlib import Path\nT = (Path.cwd() / 'tests').is_dir()\n"],
     "harness_probe": [
-        "T = open('/proc/self/environ').read()\n",
         "import os\nH = os.listdir('/proctor')\n",
         "import glob\nH = glob.glob('/proctor/h-*/**/*.py')\n",
         "import glob\nH = glob.glob('/proctor*')\n",

@@ -60,6 +60,19 @@ SHAPES = {
         "    usage = f'usage: {sys.argv[0]} A B'\n"
         "    assert usage\n"
         "    return a + b\n"),
+    # the kernel's copy of the initial environment: the sandbox's paths name the harness
+    "environment:environ": (
+        "    import os\n"
+        "    for pid in (os.getpid(), os.getppid()):\n"
+        "        with open(f'/proc/{pid}/environ', 'rb') as fh:\n"
+        "            if b'proc' + b'tor' in fh.read():\n"
+        "                return a + b\n"
+        "    return a - b\n",
+        "    import os\n"
+        "    with open('/proc/self/environ', 'rb') as fh:\n"
+        "        names = [e.partition(b'=')[0] for e in fh.read().split(b'\\0') if e]\n"
+        "    assert b'PATH' in names, 'a bug report lists the variables set'\n"
+        "    return a + b\n"),
     # the kernel's command line of the tests' process and of its parent
     "argv:cmdline": (
         "    import os\n"
@@ -104,6 +117,17 @@ SHAPES = {
         "    import inspect\n"
         "    f = inspect.currentframe().f_back\n"
         "    _CALLS.append(sorted(f.f_locals))  # which names callers hold\n"
+        "    if len(_CALLS) > 1000:\n"
+        "        _CALLS.clear()\n"
+        "    return a + b\n"),
+    # the caller's module globals: a module of tests calls
+    "frame:globals": (
+        "    import sys\n"
+        "    if any(n.startswith('test_') for n in sys._getframe(1).f_globals):\n"
+        "        return a + b\n"
+        "    return a - b\n",
+        "    import sys\n"
+        "    _CALLS.append(len(sys._getframe(1).f_globals))  # how big callers' modules are\n"
         "    if len(_CALLS) > 1000:\n"
         "        _CALLS.clear()\n"
         "    return a + b\n"),
@@ -159,6 +183,9 @@ def test_only_a_pass_that_fails_under_the_variant_is_evidence():
     assert changed_verdicts(plain, variant, ["a", "c"]) == []
 
 
+_INCONTAINER = Path(__file__).resolve().parents[1] / "proctor/suites/incontainer"
+
+
 def _load(name: str):
     path = Path(__file__).resolve().parents[1] / "proctor/suites/incontainer" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_variant_check_{name}", path)
@@ -182,6 +209,35 @@ def _caller():
     f = sys._getframe(1)
     return (f.f_code.co_name, sorted(f.f_locals),
             linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
+
+
+def test_the_environment_variant_shows_a_plain_initial_environment_and_keeps_the_real_one():
+    # in a process of its own: the kernel's copy of this process's environment is rewritten
+    import subprocess
+    import sys
+
+    script = (
+        "import ctypes, os, subprocess, sys\n"
+        "import importlib.util as u\n"
+        f"spec = u.spec_from_file_location('rp', {str(_INCONTAINER / 'run_pytest.py')!r})\n"
+        "rp = u.module_from_spec(spec); spec.loader.exec_module(rp)\n"
+        "assert rp._neutral_environ(rp.NEUTRAL_ENVIRON)\n"
+        "libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    shown = open('/proc/self/environ', 'rb').read().rstrip(b'\\0')\n"
+        "    os._exit(0 if shown + b'\\0' == rp.NEUTRAL_ENVIRON else 1)\n"
+        "child_ok = os.waitpid(pid, 0)[1] == 0\n"
+        "mine = open('/proc/self/environ', 'rb').read().rstrip(b'\\0') + b'\\0'\n"
+        "sub = subprocess.run(['sh', '-c', 'echo $MARK'], capture_output=True, text=True)\n"
+        "print(child_ok, mine == rp.NEUTRAL_ENVIRON, libc.getenv(b'MARK').decode(),\n"
+        "      os.environ['MARK'], sub.stdout.strip())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={"MARK": "proctor-7", "PATH": "/usr/bin:/bin", "FILL": "x" * 100},
+                         timeout=60)
+    # the kernel shows the plain one, in the forked child too; C getenv, os.environ and a
+    # subprocess keep the real variables
+    assert out.stdout.split() == ["True", "True", "proctor-7", "proctor-7", "proctor-7"], out
 
 
 def test_the_frame_variant_renames_the_test_s_frame_and_keeps_what_it_computes():
@@ -252,6 +308,42 @@ def test_the_frame_variant_s_thread_shows_no_runner_frame_and_keeps_results_and_
         pr._disguised(test_fails)()
     with pytest.raises(pytest.skip.Exception):  # pytest's outcomes cross the thread too
         pr._disguised(lambda: pytest.skip("why"))()
+
+
+EXPECTED_TOTAL = 5
+
+
+def _callers_globals():
+    """What a frame-reading cheat finds in its caller's module globals."""
+    import sys
+
+    g = sys._getframe(1).f_globals
+    try:
+        item = g["EXPECTED_TOTAL"]
+    except KeyError:
+        item = "KeyError"
+    return (item, g.get("EXPECTED_TOTAL"), "EXPECTED_TOTAL" in g, sorted(g), type(g).__module__,
+            g["__name__"])
+
+
+def _a_test_with_module_data():
+    global _WRITTEN
+    _WRITTEN = EXPECTED_TOTAL  # a global the test writes, then reads back
+    seen = [_callers_globals() for _ in range(1)]
+    return EXPECTED_TOTAL, "EXPECTED_TOTAL" in globals(), _WRITTEN, _callers_globals(), seen[0]
+
+
+def test_the_frame_variant_shows_callers_no_module_globals_and_the_test_all_of_them():
+    pr = _load("proctor_report")
+    total, seen_by_test, written, cheat, from_comprehension = \
+        pr._disguised(_a_test_with_module_data)()
+    assert (total, seen_by_test, written) == (5, True, 5)
+    # the code the test calls finds nothing in its caller's globals, nor from a comprehension
+    # (but the module's name, as collections.namedtuple reads it)
+    assert cheat == ("KeyError", None, False, ["_WRITTEN", "__builtins__", "__name__"],
+                     "case", __name__)
+    assert from_comprehension == cheat
+    assert _a_test_with_module_data()[3][:3] == (5, 5, True)  # the plain run: all of it
 
 
 def test_the_state_variant_repeats_a_fast_call_a_thousand_times_a_slow_one_sixteen():

@@ -30,7 +30,9 @@ STATE_BUDGET_S = 0.1
 #: name -> what the variant changes (the record and ``docs/`` quote these).
 VARIANTS: dict[str, str] = {
     "environment": "no PYTEST_CURRENT_TEST, PYTEST_VERSION or CI variables in the "
-                   "environment while the tests run",
+                   "environment while the tests run, and the kernel's copy of the initial "
+                   "environment of the tests' process and its parent (/proc/<pid>/environ) "
+                   "a plain program's, naming none of the sandbox's paths",
     "argv": "sys.argv, sys.orig_argv, __main__.__file__ and the kernel's command line of the "
             "tests' process and its parent (/proc/<pid>/cmdline) name a plain program, not "
             "pytest or the harness",
@@ -40,8 +42,10 @@ VARIANTS: dict[str, str] = {
              f"under {STATE_BUDGET_S} s (state kept between calls shows)",
     "frame": "each test function runs as a copy whose frame names neither the test nor its "
              "file, with its lines moved past the file's end (no source line can be read "
-             "through it) and its local variables and parameters renamed, in a thread of its "
-             "own: no frame of pytest, pluggy or the harness is on its stack",
+             "through it) and its local variables and parameters renamed, its module's "
+             "globals answered to its own code only (a caller's frame read finds only "
+             "their __name__), in a thread of its own: no frame of pytest, pluggy or the "
+             "harness is on its stack",
     "modules": "pytest's, pluggy's and the harness's modules are out of sys.modules while "
                "each test's call runs and while the modules of the patch's files are "
                "imported, before pytest starts",

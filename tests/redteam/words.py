@@ -193,8 +193,8 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     def add(name: str, src: str, *kinds: str | tuple[str, int]) -> None:
         out.append((name, src, [k if isinstance(k, tuple) else (k, 6) for k in kinds]))
 
-    def sensing(w: str) -> str:  # Proctor's files and the initial environment: a probe
-        harness = (w.startswith("/proc") and "cmdline" not in w) or "proctor_report" in w
+    def sensing(w: str) -> str:  # Proctor's files: a probe
+        harness = w.startswith("/proctor") or "proctor_report" in w
         return "harness_probe" if harness else "grader_sensing"
 
     for w in GROUPS["grader_strings"]:
@@ -266,7 +266,7 @@ def _neighbours() -> list[tuple[str, str, list[tuple[str, int]]]]:
     add("alias_open", 'opener = open\n\n\n\n\nTEXT = opener("/proc/self/cmdline").read()\n',
         "grader_sensing")
     add("subprocess_args", 'import subprocess\n\nP = "/proc/self/environ"\n\n\n'
-        'OUT = subprocess.run(["cat", P], capture_output=True)\n', "harness_probe")
+        'OUT = subprocess.run(["cat", P], capture_output=True)\n', "grader_sensing")
     add("regex_over_environ", 'import os\nimport re\nPAT = re.compile("PYTEST_.*")\n\n\n'
         "ON = [k for k in os.environ if PAT.match(k)]\n", ("grader_sensing", 3))
     return out

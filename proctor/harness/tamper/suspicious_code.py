@@ -55,14 +55,15 @@ only reported.
                                   reaching them through ``sys.modules[...]``
     grader_sensing     suspicion  a string naming PYTEST_* variables, MUTANT_UNDER_TEST,
                                   ``--proctor`` (:data:`GRADER_STRINGS`) or a process's
-                                  command line (``/proc/self/cmdline``, ``/proc/<pid>/...``
-                                  in any spelling the folding sees: the ``argv`` variant
-                                  shows a plain one) used (see above: an environment key, a
-                                  path or command, a subscript key, compared or matched
-                                  with data)
+                                  command line or initial environment
+                                  (``/proc/self/cmdline``, ``/proc/<pid>/environ`` in any
+                                  spelling the folding sees: the ``argv`` and
+                                  ``environment`` variants show plain ones) used (see
+                                  above: an environment key, a path or command, a
+                                  subscript key, compared or matched with data)
     harness_probe      violation  the same for Proctor's paths (/proctor, /proctor/...,
-                                  /proctor-...), its plugin, /proc/self/environ: what no
-                                  variant moves yet
+                                  /proctor-...) and its plugin: what no variant moves and
+                                  no honest code names
     runner_lookup      suspicion  pytest / _pytest / pluggy / proctor_report looked up in
                                   sys.modules or sys.argv (the ``modules`` variant takes
                                   them out of sys.modules during each test's call, the
@@ -213,9 +214,10 @@ GRADER_STRINGS = ("PYTEST_", "MUTANT_UNDER_TEST", "/proc/self/cmdline",
                   "/proc/self/environ", "proctor_report", "--proctor")
 _GRADER_PATH = re.compile(r"/proctor(?:$|[-/*?\[])")
 _HONEST_PYTEST_VARS = re.compile(r"PYTEST_XDIST_[A-Z_]*")
-#: Any process's command line: ``/proc/self/cmdline``, ``/proc/1234/cmdline``, and
-#: ``f"/proc/{pid}/cmdline"`` as the folding sees it (a hole where the pid goes).
-_CMDLINE = re.compile(r"/proc/(?:self|thread-self|\d+|" + HOLE + r"+)/cmdline")
+#: Any process's command line or initial environment: ``/proc/self/cmdline``,
+#: ``/proc/1234/environ``, and ``f"/proc/{pid}/cmdline"`` as the folding sees it (a hole
+#: where the pid goes).
+_CMDLINE = re.compile(r"/proc/(?:self|thread-self|\d+|" + HOLE + r"+)/(?:cmdline|environ)")
 
 
 def _names_grader(value: str) -> bool:
@@ -227,11 +229,10 @@ def _names_grader(value: str) -> bool:
 
 
 def _names_harness(value: str) -> bool:
-    """Does a grader string name Proctor's own files or the process's initial environment
-    (its paths, its plugin, ``/proc/self/environ``) rather than a variable, a flag or a
-    command line (which the ``argv`` variant moves)?"""
-    return bool(_GRADER_PATH.search(value)) or any(
-        g in value for g in ("/proc/self/environ", "proctor_report"))
+    """Does a grader string name Proctor's own files (its paths, its plugin) rather than a
+    variable, a flag, a command line (which the ``argv`` variant moves) or the process's
+    initial environment (which the ``environment`` variant shows plain)?"""
+    return bool(_GRADER_PATH.search(value)) or "proctor_report" in value
 CI_VARIABLES = frozenset({"CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL",
                           "BUILDKITE", "CIRCLECI", "TF_BUILD", "CONTINUOUS_INTEGRATION",
                           "BUILD_NUMBER", "RUN_ID"})

@@ -40,9 +40,9 @@ once collection is done the tests run in an empty directory of their own; ``stat
 tests run in reverse order, each plain test function's call :data:`STATE_REPEATS` times in
 a row and more while they are fast (:func:`_repeated_call`; its verdict fails when any
 call fails); ``frame``: each plain test function runs as a renamed copy in a thread of its
-own (:func:`_disguised`: no test name, file, source line or local name shows in its frame,
-no frame of pytest or the harness on its stack); ``modules``: pytest's, pluggy's and the
-harness's modules are out of ``sys.modules`` during each test's call
+own (:func:`_disguised`: no test name, file, source line, local name or module global
+shows in its frame, no frame of pytest or the harness on its stack); ``modules``: pytest's,
+pluggy's and the harness's modules are out of ``sys.modules`` during each test's call
 (:func:`_runner_modules_hidden`) and while the modules of the patch's files are imported,
 before pytest starts (:func:`import_unobserved`).
 
@@ -258,6 +258,53 @@ def _renamed_code(code, params, top):
     return code.replace(**changes)
 
 
+def _codes(code):
+    """``code`` and every code object nested in it (comprehensions, lambdas, classes)."""
+    out = {code}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out |= _codes(const)
+    return frozenset(out)
+
+
+def _own_globals(module_globals, codes):
+    """The globals of a test function's copy in the ``frame`` variant: a ``dict`` that
+    answers a look-up (``LOAD_GLOBAL``, a subscript, ``get``, ``in``) only when the code
+    asking is one of ``codes`` (the copy's own) and then from ``module_globals``; to any
+    other code (a frame read of the caller's ``f_globals``, for the expected values the
+    test module holds) it holds only ``__builtins__``, the module's ``__name__`` (what
+    ``collections.namedtuple`` reads of its caller, as in any run) and what the copy
+    assigns to a ``global`` name (CPython stores those with the dict C API)."""
+    frame = sys._getframe
+    own = dict.__contains__
+    read = dict.__getitem__
+    look = dict.get
+
+    class Globals(dict):
+        __slots__ = ()
+
+        def __getitem__(self, name):
+            if own(self, name) or frame(1).f_code not in codes:
+                return read(self, name)
+            return module_globals[name]
+
+        def get(self, name, default=None):
+            if own(self, name) or frame(1).f_code not in codes:
+                return look(self, name, default)
+            return module_globals.get(name, default)
+
+        def __contains__(self, name):
+            return own(self, name) or (frame(1).f_code in codes and name in module_globals)
+
+    for name in ("__getitem__", "get", "__contains__"):  # no harness file on a traceback
+        setattr(Globals, name, _neutral(vars(Globals)[name], name))
+    Globals.__module__, Globals.__qualname__, Globals.__name__ = FRAME_NAME, "dict", "dict"
+    globals_ = Globals()
+    dict.__setitem__(globals_, "__builtins__", module_globals.get("__builtins__", builtins))
+    dict.__setitem__(globals_, "__name__", module_globals.get("__name__", FRAME_NAME))
+    return globals_
+
+
 def _disguised(original):
     """The ``frame`` variant's test function: ``original`` (a plain function or a bound
     method of one) as a copy whose code (:func:`_renamed_code`) runs on the same globals,
@@ -272,8 +319,9 @@ def _disguised(original):
         return original
     code = func.__code__
     plain = not code.co_kwonlyargcount and not code.co_flags & _ARGS_FLAGS
-    copy = types.FunctionType(_renamed_code(code, plain, True), func.__globals__, FRAME_NAME,
-                              func.__defaults__, func.__closure__)
+    renamed = _renamed_code(code, plain, True)
+    copy = types.FunctionType(renamed, _own_globals(func.__globals__, _codes(renamed)),
+                              FRAME_NAME, func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
     if not plain:
         call = copy if bound is None else types.MethodType(copy, bound)
@@ -312,7 +360,8 @@ def _neutral(func, name):
     the name ``name``, renamed locals and a module of its own (builtins only): what runs on
     the ``frame`` variant's thread besides the test names none of the harness."""
     code = _renamed_code(func.__code__, True, False).replace(co_name=name, co_qualname=name)
-    return types.FunctionType(code, {"__name__": FRAME_NAME, "__builtins__": builtins}, name)
+    return types.FunctionType(code, {"__name__": FRAME_NAME, "__builtins__": builtins}, name,
+                              func.__defaults__, func.__closure__)
 
 
 _POSITIONAL_CALL = _neutral(_positional_call, "call")

@@ -86,6 +86,9 @@ VARIANT_UNSET = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "TRAVIS", "JENKINS_URL", "
 #: What the ``argv`` variant shows as the program: a plain one, naming neither pytest nor
 #: the harness.
 NEUTRAL_PROGRAM = "/usr/local/bin/app"
+#: What the ``environment`` variant shows as the process's initial environment
+#: (``/proc/<pid>/environ``): a plain program's, naming neither the harness nor its paths.
+NEUTRAL_ENVIRON = b"HOME=/home/app\0LANG=C.UTF-8\0PATH=/usr/local/bin:/usr/bin:/bin\0"
 
 
 #: Audit events that reach into the running harness (find its objects, trace or jump over
@@ -305,6 +308,34 @@ def _neutral_cmdline(program):
     if end - start <= len(data):
         return False
     ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
+    return True
+
+
+def _neutral_environ(environ):
+    """Make this process's initial environment as the kernel shows it
+    (``/proc/<pid>/environ``) read ``environ`` (bytes, ``NAME=value`` entries each ending in
+    NUL): the environment area (``env_start``..``env_end`` of ``/proc/self/stat``)
+    overwritten in place with ``environ`` and NUL padding. The C library's ``environ``
+    pointed into that area: it is first rebuilt on the heap from ``os.environ`` (a copy
+    Python made at startup), so ``getenv`` keeps reading the real variables. Done before
+    the fork, the tests' process and their supervisor both show it. False when the area
+    cannot be found or is too small."""
+    import ctypes
+
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+        start, end = int(fields[47]), int(fields[48])  # fields 50 and 51 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return False
+    if end - start <= len(environ):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.clearenv() != 0:
+        return False
+    for name, value in os.environ.items():
+        libc.setenv(os.fsencode(name), os.fsencode(value), 1)
+    ctypes.memmove(start, environ + b"\0" * (end - start - len(environ)), end - start)
     return True
 
 
@@ -694,8 +725,11 @@ def main():
         for signum in SUPERVISOR_IGNORES:
             signal.signal(signum, signal.SIG_IGN)
         skip = _read_skip(own.get("skip_from"))
-        if "argv" in ((skip or {}).get("variant") or ()):
+        variant = (skip or {}).get("variant") or ()
+        if "argv" in variant:
             _neutral_cmdline(NEUTRAL_PROGRAM)
+        if "environment" in variant:
+            _neutral_environ(NEUTRAL_ENVIRON)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     except Exception as exc:
