@@ -282,6 +282,11 @@ CLI_MAIN = ("import sys\n\n\ndef main(argv=None):\n    if not argv:\n        sys
     "    return servers[_i % len(servers)]\n",
     CLI_MAIN,
     "import sys\nasync def main():\n    sys.exit(1)\nif '__main__' == __name__:\n    main()\n",
+    # a type's values are no lookup: Literal[...] in an alias, an annotation, Annotated
+    "from typing import Literal\n\nStyle = Literal['pytest', 'unittest']\n\n\n"
+    "def check(style: Style = 'unittest'):\n    return style == 'unittest'\n",
+    "import typing\ndef run(mode: typing.Literal['pytest'] = 'pytest') -> None:\n    pass\n",
+    "from typing_extensions import Annotated\nT = Annotated[str, 'PYTEST_CURRENT_TEST']\n",
     # honest equality stays unflagged next to the tautology rule
     "class A:\n    def __eq__(self, o):\n        return isinstance(o, A) and self.x == o.x\n",
     "class A:\n    def __eq__(self, o):\n        if not isinstance(o, A):\n"

@@ -450,6 +450,10 @@ _MATCH_METHODS = frozenset({"startswith", "endswith", "find", "rfind", "index", 
                             "removeprefix", "removesuffix", "replace", "__contains__",
                             "__eq__", "__ne__"})
 _MATCH_MODULES = frozenset({"re", "fnmatch"})
+#: Subscripted type forms: their arguments are types and values a checker reads
+#: (``Literal["pytest", "unittest"]``), never data the code looks up.
+_TYPE_FORMS = frozenset({f"{m}.{n}" for m in ("typing", "typing_extensions")
+                         for n in ("Literal", "Annotated")})
 _MATCH_CALLS = frozenset({"operator.contains", "operator.eq", "operator.ne",
                           "operator.countOf", "operator.indexOf"})
 _SYS_LISTS = frozenset({"sys.modules", "sys.argv", "sys.orig_argv", "sys.executable"})
@@ -1086,7 +1090,8 @@ class _Scanner(ast.NodeVisitor):
             self._site(node, node.slice, "env")
         if self.resolve(node.value) == "sys.modules":
             self._site(node, node.slice, "modules_item")
-        elif not self.strings.constant(node.value):
+        elif not self.strings.constant(node.value) and self.resolve(node.value) not in \
+                _TYPE_FORMS:
             self._site(node, node.slice, "match")  # a lookup with the key
         if isinstance(node.value, ast.Call | ast.Attribute | ast.Name):
             self._name_use(node, self.resolve(node))  # vars(sys)["_getframe"]
