@@ -307,8 +307,9 @@ def _own_globals(module_globals, codes):
 
 def _disguised(original):
     """The ``frame`` variant's test function: ``original`` (a plain function or a bound
-    method of one) as a copy whose code (:func:`_renamed_code`) runs on the same globals,
-    defaults and closure, called with its parameters by position (they are renamed too,
+    method of one) as a copy whose code (:func:`_renamed_code`) runs on its module's globals
+    as only its own code sees them (:func:`_own_globals`), with the same defaults and
+    closure, called with its parameters by position (they are renamed too,
     unless it takes ``*args``, ``**kwargs`` or keyword-only ones), in a thread of its own
     (:func:`_in_fresh_thread`: none of pytest's, pluggy's or the harness's frames is on its
     stack). Anything else (a coroutine, a generator, a callable object) is returned as it
