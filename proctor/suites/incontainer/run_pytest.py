@@ -289,54 +289,61 @@ def _child(repo, args, rec_fd, nonce, changed_from, fd, skip=None, pythonpath=No
         os._exit(code)
 
 
-def _neutral_cmdline(program):
-    """Make this process's command line as the kernel shows it (``/proc/<pid>/cmdline``,
-    ``ps``) read ``program`` alone: the argument area (``arg_start``..``arg_end`` of
-    ``/proc/self/stat``) overwritten in place with ``program`` and NUL padding, as
-    ``setproctitle`` does. Nothing of Python reads that memory after startup (``sys.argv``
-    and ``sys.orig_argv`` are copies). Done before the fork, the tests' process and their
-    supervisor both show it. False when the area cannot be found or is too small."""
-    import ctypes
-
+def _stat_area(first):
+    """``(start, end)``: the memory area of this process whose start and end addresses are
+    fields ``first`` and ``first + 1`` of ``/proc/self/stat`` (numbered as in proc(5));
+    None when they cannot be read."""
     try:
         with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49 of proc(5)
+            fields = fh.read().rpartition(b")")[2].split()  # fields[0] is field 3
+        return int(fields[first - 3]), int(fields[first - 2])
     except (OSError, IndexError, ValueError):
+        return None
+
+
+def _overwrite(area, data):
+    """Write ``data`` and NUL padding over ``area`` (:func:`_stat_area`); False when it is
+    unknown or too small."""
+    import ctypes
+
+    if area is None or area[1] - area[0] <= len(data):
         return False
-    data = program.encode()
-    if end - start <= len(data):
-        return False
+    start, end = area
     ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
     return True
+
+
+def _neutral_cmdline(program):
+    """Make this process's command line as the kernel shows it (``/proc/<pid>/cmdline``,
+    ``ps``) read ``program`` alone: the argument area (``arg_start``..``arg_end``, fields
+    48 and 49 of ``/proc/self/stat``) overwritten in place with ``program`` and NUL
+    padding, as ``setproctitle`` does. Nothing of Python reads that memory after startup
+    (``sys.argv`` and ``sys.orig_argv`` are copies). Done before the fork, the tests'
+    process and their supervisor both show it. False when the area cannot be found or is
+    too small."""
+    return _overwrite(_stat_area(48), program.encode())
 
 
 def _neutral_environ(environ):
     """Make this process's initial environment as the kernel shows it
     (``/proc/<pid>/environ``) read ``environ`` (bytes, ``NAME=value`` entries each ending in
-    NUL): the environment area (``env_start``..``env_end`` of ``/proc/self/stat``)
-    overwritten in place with ``environ`` and NUL padding. The C library's ``environ``
-    pointed into that area: it is first rebuilt on the heap from ``os.environ`` (a copy
-    Python made at startup), so ``getenv`` keeps reading the real variables. Done before
-    the fork, the tests' process and their supervisor both show it. False when the area
-    cannot be found or is too small."""
+    NUL): the environment area (``env_start``..``env_end``, fields 50 and 51 of
+    ``/proc/self/stat``) overwritten in place with ``environ`` and NUL padding. The C
+    library's ``environ`` pointed into that area: it is first rebuilt on the heap from
+    ``os.environ`` (a copy Python made at startup), so ``getenv`` keeps reading the real
+    variables. Done before the fork, the tests' process and their supervisor both show it.
+    False when the area cannot be found or is too small."""
     import ctypes
 
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-        start, end = int(fields[47]), int(fields[48])  # fields 50 and 51 of proc(5)
-    except (OSError, IndexError, ValueError):
-        return False
-    if end - start <= len(environ):
+    area = _stat_area(50)
+    if area is None or area[1] - area[0] <= len(environ):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.clearenv() != 0:
         return False
     for name, value in os.environ.items():
         libc.setenv(os.fsencode(name), os.fsencode(value), 1)
-    ctypes.memmove(start, environ + b"\0" * (end - start - len(environ)), end - start)
-    return True
+    return _overwrite(area, environ)
 
 
 def _apply_variant(variant):
