@@ -153,6 +153,37 @@ SHAPES = {
         "    plain = 'pytest' not in sys.modules  # plain output outside test runs\n"
         "    assert plain in (True, False)\n"
         "    return a + b\n"),
+    # the caller's module: a module of tests calls
+    "module_name": (
+        "    import sys\n"
+        "    if 'test' in sys._getframe(1).f_globals['__name__']:\n"
+        "        return a + b\n"
+        "    return a - b\n",
+        "    import sys\n"
+        "    _CALLS.append(sys._getframe(1).f_globals['__name__'])  # which modules call add\n"
+        "    if len(_CALLS) > 1000:\n"
+        "        _CALLS.clear()\n"
+        "    return a + b\n"),
+    # test modules loaded: a run of the tests
+    "module_name:loaded": (
+        "    import sys\n"
+        "    if any(n.rpartition('.')[2].startswith('test_') for n in list(sys.modules)):\n"
+        "        return a + b\n"
+        "    return a - b\n",
+        "    import sys\n"
+        "    _CALLS.append(len(sys.modules))  # how much is loaded\n"
+        "    if len(_CALLS) > 1000:\n"
+        "        _CALLS.clear()\n"
+        "    return a + b\n"),
+    # the sandbox's repository path
+    "path": (
+        "    if __file__.startswith('/work/repo/'):\n"
+        "        return a + b\n"
+        "    return a - b\n",
+        "    where = __file__\n"
+        "    shown = where[len('/work/repo/'):] if where.startswith('/work/repo/') else where\n"
+        "    assert shown.endswith('core.py'), 'a short name for the log'\n"
+        "    return a + b\n"),
     "state": (
         "    _CALLS.append(None)\n"
         "    if len(_CALLS) <= 20:\n"
@@ -167,7 +198,8 @@ SHAPES = {
 
 def test_variants_are_named_and_checked():
     assert check_variants(["state", "argv", "state"]) == ("argv", "state")
-    assert set(VARIANTS) == {"environment", "argv", "cwd", "state", "frame", "modules"}
+    assert set(VARIANTS) == {"environment", "argv", "cwd", "state", "frame", "modules",
+                             "module_name", "path"}
     with pytest.raises(ValueError, match="unknown run variant"):
         check_variants(["argv", "moon_phase"])
 
@@ -383,6 +415,69 @@ def test_the_modules_variant_hides_the_runner_s_modules_during_the_call_only(tmp
     assert loaded <= set(sys.modules)
 
 
+_TEST_PACKAGE = {
+    "__init__.py": "",
+    "conftest.py": "SEEN = []\n",
+    "test_names.py": (
+        "import pickle\n\n\nclass Point:\n    def __init__(self, x):\n        self.x = x\n\n"
+        "    @staticmethod\n    def origin():\n        return Point(0)\n\n\n"
+        "def test_roundtrip():\n    from . import conftest\n"
+        "    conftest.SEEN.append(__name__)\n"
+        "    return pickle.loads(pickle.dumps(Point(3))).x, conftest.__name__\n"),
+}
+
+
+def test_the_module_name_variant_renames_test_modules_and_keeps_them_working(tmp_path,
+                                                                            monkeypatch):
+    import sys
+
+    pr = _load("proctor_report")
+    root = tmp_path / "root"
+    (root / "unit_tests").mkdir(parents=True)
+    for name, text in _TEST_PACKAGE.items():
+        (root / "unit_tests" / name).write_text(text)
+    (tmp_path / "code").mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    import unit_tests.conftest  # noqa: F401, PLC0415
+    import unit_tests.test_names as module  # noqa: PLC0415 - made above
+
+    files = {str((root / "unit_tests" / "test_names.py").resolve())}
+    found = pr._test_modules(files, str(root), str(tmp_path / "code"))
+    assert sorted(found) == ["unit_tests", "unit_tests.conftest", "unit_tests.test_names"]
+    names = pr.rename_test_modules(found)
+    try:
+        assert names == {"unit_tests": "case_0", "unit_tests.conftest": "case_1",
+                         "unit_tests.test_names": "case_2"}
+        assert not any("unit_tests" in n for n in sys.modules)
+        assert (module.__name__, module.__spec__.name, module.__package__) == \
+            ("case_2", "case_2", "case_0")
+        assert module.Point.__module__ == module.test_roundtrip.__module__ == "case_2"
+        assert module.Point.origin.__module__ == "case_2"
+        # pickling by name and a relative import inside the test keep working
+        assert module.test_roundtrip() == (3, "case_1")
+        assert sys.modules["case_1"].SEEN == ["case_2"]
+    finally:
+        for new in names.values():
+            sys.modules.pop(new, None)
+
+
+def test_the_module_name_variant_leaves_the_code_under_test_and_the_runner_alone(tmp_path):
+    import sys
+
+    pr = _load("proctor_report")
+    # the repository is the rootdir (the public suite): only test files, their conftests
+    # and test packages are the tests'; the package of the code stays itself
+    found = pr._test_modules(set(), str(tmp_path), str(tmp_path))
+    assert found == {}
+    here = str(Path(__file__).resolve())
+    found = pr._test_modules({here}, str(Path(here).parents[1]), str(Path(here).parents[1]))
+    tests_dir = str(Path(here).parent)
+    assert all(str(Path(m.__file__).resolve()).startswith(tests_dir) for m in found.values())
+    assert __name__ in found and "conftest" in found
+    assert not {"proctor", "pytest", "_pytest", "typer"} & set(found)
+    assert all(n in sys.modules for n in found)  # found, not renamed
+
+
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory, toolz_make_task):
     dest = tmp_path_factory.mktemp("variants") / "task"
@@ -442,6 +537,34 @@ def test_the_reference_keeps_its_verdicts_under_every_variant_in_both_suites(min
     assert all(plain.outcomes[t] == "passed" for t in HIDDEN_F2P)
 
 
+_TREE = ["sh", "-c", "cd /work/repo && find . -path ./.git -prune -o -type f -print "
+         "| sort | xargs sha256sum"]
+
+
+@pytest.mark.docker
+def test_the_path_variant_puts_the_repository_back_whatever_the_tests_left_at_its_path(
+        mini, docker_ready):
+    from proctor.harness.pipeline.workspace import repo_moved
+
+    sb, applied = open_patched_sandbox(mini, SandboxSpec(docker_ready),
+                                       mini.reference_patch.read_bytes())
+    with sb:
+        assert applied.applied
+        before = sb.run(_TREE, timeout=30)
+        assert before.ok and "calc/core.py" in before.output, before.output
+        with pytest.raises(RuntimeError, match="the body failed"), \
+                repo_moved(sb, "/work/elsewhere"):
+            # the sandbox user squats the usual path and leaves a process behind
+            res = sb.run(["sh", "-c", "test ! -e /work/repo && test -f /work/elsewhere/calc/"
+                          "core.py && mkdir /work/repo && echo x > /work/repo/squat && "
+                          "(setsid sleep 300 > /dev/null 2>&1 &)"], timeout=30)
+            assert res.ok, res.output
+            raise RuntimeError("the body failed")
+        assert sb.run(_TREE, timeout=30).output == before.output
+        assert not sb.run(["test", "-e", "/work/elsewhere"], timeout=30).ok
+        assert "sleep 300" not in sb.run(["ps", "-eo", "args"], timeout=30).output
+
+
 def test_a_variant_is_used_only_where_it_leaves_the_reference_verdicts_alone():
     b = Baseline.model_construct(variant_changes={
         "public": {"argv": [], "cwd": ["t::reads_a_relative_path"], "environment": [],
@@ -488,8 +611,10 @@ def test_task_check_calibrates_each_variant_on_the_reference_and_says_which_it_d
                                       "--image", docker_ready])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "differential runs (public): argv, cwd, environment, frame, modules, state" in text
-    assert "differential runs (hidden): argv, environment, frame, modules" in text
+    assert ("differential runs (public): argv, cwd, environment, frame, module_name, "
+            "modules, path, state") in text
+    assert "differential runs (hidden): argv, environment, frame, module_name, modules, path" \
+        in text
     assert ("not used: cwd (changes the reference's verdict of "
             "tests/test_hidden.py::test_add_strings)") in text
     assert ("not used: state (changes the reference's verdict of "
@@ -522,7 +647,7 @@ def test_a_suspicion_is_confirmed_by_its_variant_or_cleared_at_no_cost(
         assert rec.components["public_tests"] == rec.components["hidden_tests"] == 1.0
     # the variants the calibration kept, the tests run again, per suite
     assert diff["suites"]["hidden"]["variants"] == ["argv", "cwd", "environment", "frame",
-                                                    "modules", "state"]
+                                                    "module_name", "modules", "path", "state"]
     assert diff["suites"]["hidden"]["tests"] == sorted(HIDDEN_F2P) or \
         set(diff["suites"]["hidden"]["tests"]) == set(HIDDEN_F2P)
 

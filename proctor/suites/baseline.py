@@ -30,8 +30,9 @@ SUITES = ("public", "hidden")
 #: collect fails alone, and a failed subtest fails its test. "5": the reach maps. "6": the
 #: differential runs' calibration. "7": the embedded tripwire copies no test that shares
 #: module state (a copy run before such a test could make it fail: a false quarantine).
-#: "8": the ``frame`` and ``modules`` variants are calibrated too.
-BASELINE_FORMAT = "8"
+#: "8": the ``frame`` and ``modules`` variants are calibrated too. "9": and the
+#: ``module_name`` and ``path`` ones.
+BASELINE_FORMAT = "9"
 
 
 class SuiteBaseline(BaseModel):

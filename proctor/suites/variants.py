@@ -49,6 +49,12 @@ VARIANTS: dict[str, str] = {
     "modules": "pytest's, pluggy's and the harness's modules are out of sys.modules while "
                "each test's call runs and while the modules of the patch's files are "
                "imported, before pytest starts",
+    "module_name": "once collected, the test modules, their conftests and test packages "
+                   "are in sys.modules under plain names of their own (case_0, ...), which "
+                   "their __name__, __spec__ and the __module__ of what they define say",
+    "path": "the repository is at another path (its directory renamed): no path of the "
+            "code under test, of the public tests or of the working directory names the "
+            "sandbox's usual one",
 }
 #: The outcomes a test passes with.
 PASSED = frozenset({"passed", "xfailed"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from proctor.harness.pipeline.workspace import (
     plan_hidden_tests,
     plan_hidden_upstream,
     prepare_repo,
+    repo_moved,
     reset_scratch,
     restore_public_tests,
     unplace_hidden_tests,
@@ -149,7 +151,10 @@ class SuiteRequest:
     (the run's draws: where the tripwires go; :func:`suite_rng`; default: unpredictable) and
     ``record_reach`` (see :func:`~proctor.suites.pytest_runner.run_suite`: the baseline's
     reach run); a differential run's ``only`` (the test ids to run again; None: every
-    test) and ``variant`` (:data:`proctor.suites.variants.VARIANTS` names)."""
+    test) and ``variant`` (:data:`proctor.suites.variants.VARIANTS` names). ``repo``: where
+    the repository is while the suite runs: :data:`~proctor.sandbox.layout.REPO`, or with
+    the ``path`` variant a fresh unpredictable directory beside it (the default, "", picks
+    one of the two)."""
 
     timeout: float
     changed: list[str] | None = None
@@ -157,26 +162,33 @@ class SuiteRequest:
     record_reach: bool = False
     only: list[str] | None = None
     variant: tuple[str, ...] = ()
+    repo: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.repo:
+            where = f"/work/{secrets.token_hex(6)}" if "path" in self.variant else REPO
+            object.__setattr__(self, "repo", where)
 
     def run_suite_args(self, task: Task) -> dict:
         """The keyword arguments of :func:`~proctor.suites.pytest_runner.run_suite` this
         request and ``task`` give, whichever suite runs."""
-        return dict(repo=REPO, per_test_timeout=task.config.timeouts.per_test,
+        return dict(repo=self.repo, per_test_timeout=task.config.timeouts.per_test,
                     suite_timeout=self.timeout, changed=self.changed, rng=self.rng,
-                    pythonpath=task.pythonpath_in(REPO), record_reach=self.record_reach,
+                    pythonpath=task.pythonpath_in(self.repo), record_reach=self.record_reach,
                     only=self.only, variant=self.variant)
 
 
 def run_public(sb: Sandbox, task: Task, req: SuiteRequest, *,
                restored: bool = False) -> SuiteRun:
     """Restore the pristine public tests, then run them as ``req`` says (rootdir = the
-    repo). ``restored``: the caller already put them back, in a command of its own that ran
-    nothing of the patch after it (the executor's file checks end with it), so the
-    restore is skipped."""
+    repo, at ``req.repo``). ``restored``: the caller already put them back, in a command of
+    its own that ran nothing of the patch after it (the executor's file checks end with
+    it), so the restore is skipped."""
     if not restored:
         restore_public_tests(sb, task)
-    return run_suite(sb, "public", rootdir=REPO, targets=task.config.tests.public,
-                     **req.run_suite_args(task))
+    with repo_moved(sb, req.repo):
+        return run_suite(sb, "public", rootdir=req.repo, targets=task.config.tests.public,
+                         **req.run_suite_args(task))
 
 
 def run_hidden(sb: Sandbox, task: Task, req: SuiteRequest, *, fresh: bool = False) -> SuiteRun:
@@ -206,15 +218,17 @@ def run_hidden(sb: Sandbox, task: Task, req: SuiteRequest, *, fresh: bool = Fals
     if not task.config.hidden_at_upstream_path:
         hidden, files = plan_hidden_tests(task, hide_tripwire)
         # put with the run's tripwire directory: one sandbox operation for both
-        return run_suite(sb, "hidden", rootdir=hidden.root, targets=hidden.targets,
-                         embedded=embedded[0], also_put={hidden.root: files}, **common)
+        with repo_moved(sb, req.repo):
+            return run_suite(sb, "hidden", rootdir=hidden.root, targets=hidden.targets,
+                             embedded=embedded[0], also_put={hidden.root: files}, **common)
     hidden, files = plan_hidden_upstream(task, hide_tripwire)
     placed = place_hidden_tests(sb, hidden, files)
     try:
-        run = run_suite(sb, "hidden", rootdir=hidden.root, targets=hidden.targets,
-                        embedded=embedded[0], confcutdir=REPO,
-                        pristine={f"{REPO}/{rel}": files[rel] for rel in hidden.files},
-                        **common)
+        with repo_moved(sb, req.repo):  # the hidden tests' rootdir is the repository
+            run = run_suite(sb, "hidden", rootdir=req.repo, targets=hidden.targets,
+                            embedded=embedded[0], confcutdir=req.repo,
+                            pristine={f"{req.repo}/{rel}": files[rel] for rel in hidden.files},
+                            **common)
     except BaseException:
         unplace_hidden_tests(sb, placed)
         raise

@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -674,6 +675,40 @@ def place_bench_dir(sb: Sandbox, task: Task) -> str | None:
     root = f"/proctor/b-{secrets.token_hex(8)}"
     sb.put_tree(root, task.bench_dir, read_only=True)
     return root
+
+
+@contextmanager
+def repo_moved(sb: Sandbox, where: str, timeout: float = 30) -> Iterator[None]:
+    """The repository at ``where`` instead of :data:`~proctor.sandbox.layout.REPO` while the
+    body runs (the ``path`` variant of a differential run): its directory renamed by root,
+    nothing copied, nothing left at the usual path, and renamed back after, also when the
+    body raises. What the code under test put at the usual path meanwhile (``/work`` is
+    the sandbox user's to write) is moved aside, its processes killed first: it cannot
+    keep the repository from coming back. ``where == REPO``: nothing moves.
+
+    Raises:
+        InfraError: a rename failed (the sandbox is then no longer usable).
+    """
+    if where == REPO:
+        yield
+        return
+    _rename_repo(sb, REPO, where, timeout)
+    try:
+        yield
+    finally:
+        sb.kill_user_processes()
+        _rename_repo(sb, where, REPO, timeout)
+
+
+def _rename_repo(sb: Sandbox, src: str, dst: str, timeout: float) -> None:
+    # Whatever is at ``dst`` goes aside first (a rename: root may not remove the sandbox
+    # user's files, but owns /work).
+    script = ('if [ -e "$2" ] || [ -L "$2" ]; then aside=$(mktemp -d /work/.aside-XXXXXXXX) '
+              '&& mv -T -- "$2" "$aside" || exit 1; fi; mv -T -- "$1" "$2"')
+    res = sb.run(["sh", "-c", script, "sh", src, dst], timeout=timeout, user="0:0", cwd="/")
+    if not res.ok:
+        raise InfraError(f"could not rename the repository {src} to {dst} "
+                         f"(exit {res.exit_code}): {res.output[-300:]}")
 
 
 def kill_user_processes(sb: Sandbox, timeout: float = 10) -> None:

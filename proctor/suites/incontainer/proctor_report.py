@@ -44,7 +44,10 @@ own (:func:`_disguised`: no test name, file, source line, local name or module g
 shows in its frame, no frame of pytest or the harness on its stack); ``modules``: pytest's,
 pluggy's and the harness's modules are out of ``sys.modules`` during each test's call
 (:func:`_runner_modules_hidden`) and while the modules of the patch's files are imported,
-before pytest starts (:func:`import_unobserved`).
+before pytest starts (:func:`import_unobserved`); ``module_name``: once collection is done
+the modules of the tests are in ``sys.modules`` under plain names of their own
+(:func:`rename_test_modules`). (The ``path`` variant is the host's: it runs the tests with
+the repository's directory renamed.)
 
 What is checked when: the runner's call path (``_pytest.runner``, ``_pytest.python``, ...,
 ``pluggy``) and the item before every test call; everything, builtins included, when
@@ -448,6 +451,100 @@ def import_unobserved(repo, changed):
             pass
 
 
+#: What the ``module_name`` variant names the modules of the tests: ``case_0``, ``case_1``, ...
+#: in the order of their real names.
+MODULE_PREFIX = "case_"
+
+
+def _test_modules(test_files, rootdir, repo):
+    """name -> module of every loaded module of the tests: those imported from
+    ``test_files`` (absolute real paths of the collected test modules), the conftests under
+    ``rootdir`` or ``repo``, the packages holding test modules under them named as tests
+    are (:func:`_is_test_package`: ``tests``, ``tests.unit_tests``; not the package of the
+    code under test, unless it is named so), and, when ``rootdir`` lies outside ``repo``,
+    every module from a file under it (the hidden suite's helpers)."""
+    root = os.path.join(os.path.realpath(rootdir), "")
+    code = os.path.join(os.path.realpath(repo), "") if repo else None
+    outside = code is None or not (root.startswith(code) or code.startswith(root))
+    test_dirs = {os.path.join(os.path.dirname(f), "") for f in test_files}
+    out = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name == "__main__" or not isinstance(path, str):
+            continue
+        path = os.path.realpath(path)
+        under = path.startswith(root) or bool(code) and path.startswith(code)
+        base = os.path.basename(path)
+        package = os.path.join(os.path.dirname(path), "")
+        if path in test_files or outside and path.startswith(root) or under and (
+                base == "conftest.py" or base == "__init__.py"
+                and _is_test_package(name.rpartition(".")[2])
+                and any(d.startswith(package) for d in test_dirs)):
+            out[name] = module
+    return out
+
+
+def _is_test_package(name):
+    """A package named as tests are (``tests``, ``test``, ``testing``, ``test_unit``,
+    ``unit_tests``), not a library whose name merely holds the word (``testfixtures``)."""
+    name = name.lower()
+    return name in ("test", "tests", "testing") or name.startswith("test_") or \
+        name.endswith(("_test", "_tests"))
+
+
+def _renamed_in(value, old, new, seen):
+    """Make the functions and classes of ``value`` (a function, a class and what its
+    namespace holds, through static and class methods) whose ``__module__`` is ``old`` say
+    ``new``."""
+    value = getattr(value, "__func__", value)
+    if id(value) in seen or not isinstance(value, (type, types.FunctionType)):
+        return
+    seen.add(id(value))
+    if getattr(value, "__module__", None) == old:
+        try:
+            value.__module__ = new
+        except (AttributeError, TypeError):  # a built-in type
+            return
+    if isinstance(value, type):
+        for member in list(vars(value).values()):
+            _renamed_in(member, old, new, seen)
+
+
+def rename_test_modules(modules):
+    """The ``module_name`` variant, once collection is done: each module of ``modules`` (name ->
+    module, :func:`_test_modules`) is put in ``sys.modules`` under a name of its own
+    (:data:`MODULE_PREFIX` and a number) and taken out under its real one; its
+    ``__name__``, ``__spec__.name``, ``__package__`` (when that package is renamed too) and
+    the ``__module__`` of the functions and classes it defines say the new name (pickling
+    by name and ``from . import`` keep working). Returns real name -> new name."""
+    taken = set(sys.modules)
+    names, number = {}, 0
+    for old in sorted(modules):
+        while f"{MODULE_PREFIX}{number}" in taken:
+            number += 1
+        names[old] = f"{MODULE_PREFIX}{number}"
+        number += 1
+    for old, new in names.items():
+        module = modules[old]
+        ns = vars(module)
+        seen = set()
+        for value in list(ns.values()):
+            _renamed_in(value, old, new, seen)
+        ns["__name__"] = new
+        if ns.get("__package__") in names:
+            ns["__package__"] = names[ns["__package__"]]
+        spec = ns.get("__spec__")
+        if spec is not None:
+            try:
+                spec.name = new
+            except AttributeError:
+                pass
+        if sys.modules.get(old) is module:
+            del sys.modules[old]
+        sys.modules[new] = module
+    return names
+
+
 def _no_current_test_var(item, when):
     """Stands in for ``_pytest.runner._update_current_test_var`` in the ``environment``
     variant: ``PYTEST_CURRENT_TEST`` is never set."""
@@ -525,6 +622,7 @@ class _ReportPlugin:
         self._plain_runtest = pytest.Function.runtest
         self._said = set()
         self._variant = frozenset(skip.get("variant") or ())
+        self._renamed = {}  # the ``module_name`` variant: real name -> new name
         self._import_default_plugins()
         if "environment" in self._variant:  # before the snapshots: the harness's own change
             import _pytest.runner
@@ -639,6 +737,11 @@ class _ReportPlugin:
                 if _is_foreign(function, plugin, self._repo, self._suspects):
                     self._tamper(f"code of the repository implements {name}: "
                                  f"{getattr(function, '__qualname__', function)!r:.80}")
+        if "module_name" in self._variant:
+            files = {os.path.realpath(str(node.path)) for node in (
+                item.getparent(pytest.Module) for item in session.items) if node is not None}
+            self._renamed = rename_test_modules(
+                _test_modules(files, str(session.config.rootpath), self._repo))
 
     def _check_defs(self):
         """Each function and class a hidden file defines at its top level (``def``,
@@ -649,7 +752,8 @@ class _ReportPlugin:
         decorator's object that wraps nothing) are not judged."""
         if self._defs is None:
             self._defs = _hidden_defs(self._pristine)
-        for name, path, defs in self._defs:
+        for real, path, defs in self._defs:
+            name = self._renamed.get(real, real)  # the ``module_name`` variant renames it
             module = sys.modules.get(name)
             if module is None or os.path.realpath(
                     str(getattr(module, "__file__", "") or "")) != path:
@@ -671,7 +775,7 @@ class _ReportPlugin:
                     ok = (not isinstance(inner, types.FunctionType) or code is not None
                           and os.path.realpath(code.co_filename) == path)
                 if not ok:
-                    self._tamper(f"{name}.{key} of a hidden file was replaced: {path}")
+                    self._tamper(f"{real}.{key} of a hidden file was replaced: {path}")
 
     def _check_pristine(self, items=()):
         """The hidden test files still hold the bytes the harness placed, and the test
@@ -692,7 +796,7 @@ class _ReportPlugin:
         self._check_defs()
         for path in sorted(self._pristine):
             name = _module_name(path)
-            module = sys.modules.get(name) if name else None
+            module = sys.modules.get(self._renamed.get(name, name)) if name else None
             if module is None:
                 continue
             origin = getattr(module, "__file__", None)
