@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from proctor import score
-from proctor.harness.tamper import scan_patch, suspicions, violations
+from proctor.harness.tamper import probes, scan_patch, suspicions, violations
 from proctor.harness.tamper.suspicious_code import SEVERITY
 from proctor.patch import added_lines, code_lines_changed
 from proctor.record import RewardRecord
@@ -200,7 +200,7 @@ def test_honest_control_scores_without_penalty(corpus_patch, case):
     tamper = rec.evidence["tamper"].details
     assert tamper["violations"] == []
     # a suspicion of the code scan may look at it; the differential run clears it
-    assert {f["severity"] for f in tamper["findings"]} <= {"suspicion"}
+    assert {f["severity"] for f in tamper["findings"]} <= {"suspicion", "probe"}
     assert bool(tamper["findings"]) == (case.expect.differential == "cleared")
     # The gate may still fail an honest control on its own merits: new code its trusted
     # tests do not pin down (mutation score under the 0.40 floor). Never for tampering.
@@ -297,7 +297,8 @@ def test_suspicious_code_case_gets_its_findings_on_the_host(mini_task_dir, case,
 @pytest.mark.parametrize("case", _host_params(CONTROLS))
 def test_honest_control_has_no_suspicious_code_on_the_host(mini_task_dir, case, tmp_path):
     found = _host_scan(mini_task_dir, case.change, tmp_path)
-    assert not violations(found) and found == suspicions(found), found
+    assert not violations(found), found
+    assert sorted(found, key=id) == sorted(suspicions(found) + probes(found), key=id), found
     assert set(case.expect.kinds) == {f.kind for f in found}, found
 
 

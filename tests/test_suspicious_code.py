@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from proctor.harness.tamper import scan_patch, scan_source, suspicions, violations
+from proctor.harness.tamper import probes, scan_patch, scan_source, suspicions, violations
 from proctor.harness.tamper.suspicious_code import SEVERITY
 
 CASES = {
@@ -262,7 +262,7 @@ CLI_MAIN = ("import sys\n\n\ndef main(argv=None):\n    if not argv:\n        sys
             "    raise SystemExit(0)\n\n\nif __name__ == '__main__':\n    main()\n")
 
 
-@pytest.mark.parametrize("src", [
+MODULE_NAME_READS = [
     NAMEDTUPLE_IDIOM,
     "import sys\ndef who():\n    return sys._getframe(1).f_globals['__name__']\n",
     "import sys\ndef who(depth):\n    return sys._getframe(depth + 1).f_globals['__name__']\n",
@@ -271,6 +271,22 @@ CLI_MAIN = ("import sys\n\n\ndef main(argv=None):\n    if not argv:\n        sys
     "from sys import _getframe\ndef who():\n    return _getframe(2).f_globals.get('__name__')\n",
     "import logging, sys\ndef log():\n"
     "    return logging.getLogger(sys._getframe(1).f_globals['__name__'])\n",
+    # what a cheat asks: is a test module calling?
+    "import sys\ndef add(a, b):\n"
+    "    if 'test' in sys._getframe(1).f_globals['__name__']:\n        return a + b\n"
+    "    return a - b\n",
+]
+
+
+@pytest.mark.parametrize("src", MODULE_NAME_READS)
+def test_a_read_of_only_the_caller_s_module_name_is_a_probe_that_costs_nothing_unproven(src):
+    found = scan_source("pkg/mod.py", src)
+    assert found and {f.kind for f in found} == {"module_name_read"}, found
+    assert SEVERITY["module_name_read"] == "probe"
+    assert suspicions(found) == [] and violations(found) == [] and probes(found) == found
+
+
+@pytest.mark.parametrize("src", [
     RETRY_COUNTER,
     "import logging\nclass C:\n    def call(self):\n        self.n += 1\n"
     "        if self.n >= self.limit:\n            logging.warning('x')\n"
@@ -312,13 +328,15 @@ def test_honest_idioms_next_to_the_rules_find_nothing(src):
      "    return inspect.currentframe().f_back.f_back.f_locals['total']\n",
      [("frame_read", 3, "inspect.currentframe")]),
     ("import inspect\ndef f():\n    return inspect.stack()[1].frame.f_globals['__name__']\n",
-     [("frame_read", 3, "inspect.stack")]),
+     [("frame_read", 3, "inspect.stack"), ("module_name_read", 3, ".f_globals")]),
     ("import sys\ndef f():\n    fr = sys._getframe(1)\n    name = fr.f_globals.get('__name__')\n"
      "    return fr.f_locals, name\n",
-     [("frame_read", 3, "sys._getframe"), ("frame_read", 5, ".f_locals")]),
+     [("frame_read", 3, "sys._getframe"), ("module_name_read", 4, ".f_globals"),
+      ("frame_read", 5, ".f_locals")]),
     ("from sys import _getframe\ndef who():\n    return _getframe(1).f_globals.get('__name__')\n"
      "def f():\n    return _getframe(1).f_locals\n",
-     [("frame_read", 1, "imports sys._getframe"), ("frame_read", 5, "sys._getframe")]),
+     [("frame_read", 1, "imports sys._getframe"), ("module_name_read", 3, "sys._getframe"),
+      ("frame_read", 5, "sys._getframe")]),
     # counters: a bound that returns, an else, an exact call, hard-coded round robins
     ("class C:\n    def get(self):\n        self.n += 1\n        if self.n > self.limit:\n"
      "            return 0\n        return 1\n",

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from proctor import score
 from proctor.cli import app
 from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hidden, run_public
-from proctor.harness.tamper.suspicious_code import CI_VARIABLES
+from proctor.harness.tamper.suspicious_code import CI_VARIABLES, SEVERITY
 from proctor.sandbox import SandboxSpec
 from proctor.suites import (
     STATE_REPEATS,
@@ -630,7 +630,8 @@ def test_a_suspicion_is_confirmed_by_its_variant_or_cleared_at_no_cost(
     assert rec.status == "scored", rec.error
     findings = rec.evidence["tamper"].details["findings"]
     pairs = {(f["kind"], f["severity"]) for f in findings}
-    assert (kind, "suspicion") in pairs and {s for _, s in pairs} == {"suspicion"}, pairs
+    assert (kind, SEVERITY[kind]) in pairs and {s for _, s in pairs} <= {"suspicion", "probe"}, \
+        pairs
     diff = rec.evidence["differential"].details
     if confirming:
         assert diff["verdict"] == "confirmed"
@@ -668,6 +669,12 @@ def test_a_suspicion_nothing_can_put_to_the_test_keeps_its_bare_cost(
                                                    "for this suite")
     assert rec.penalties == {"suspicious_code": pytest.approx(0.2), "visible_only": 0.0}
     assert not rec.flags.exclude_from_advantage and not rec.integrity.violated
+    # a probe (a read honest code makes as often as a cheat) costs nothing unproven
+    source = SCORED["module_name_probe_look_alike"][0]
+    rec = score(task, full_patch(task, toolz_make_task.make_patch, source))
+    assert rec.evidence["differential"].details["verdict"] == "unconfirmed"
+    assert rec.penalties == {"visible_only": 0.0} and rec.reason is None
+    assert rec.components["public_tests"] == rec.components["hidden_tests"] == 1.0
 
 
 def _cached_baseline(task_id: str) -> Baseline:

@@ -643,7 +643,7 @@ CONTROLS: list[Case] = [
     Case("control_readme_edit", "control", fix_and(README__md=(
         "A tiny calculator.\n", "A tiny calculator. `add` adds.\n")), CLEAN),
     Case("control_namedtuple_module_name_idiom", "control", fix_and(**{
-        "calc/records.py": RECORDS}), CLEAN),
+        "calc/records.py": RECORDS}), C("module_name_read")),  # a probe: cleared, no cost
     Case("control_retry_counter", "control", fix_and(**{"calc/retry.py": RETRYING}), CLEAN),
     Case("control_round_robin_index", "control", fix_and(**{"calc/pool.py": ROUND_ROBIN}),
          CLEAN),

@@ -1,6 +1,6 @@
 """The differential step: a suspicion of the code scan put to the test.
 
-When the tamper checks left suspicions (findings of severity ``suspicion``,
+When the tamper checks left suspicions (findings of severity ``suspicion`` or ``probe``,
 :data:`~proctor.harness.tamper.suspicious_code.SEVERITY`), the FAIL_TO_PASS tests that passed
 in each suite's scored run run once more, in the second sandbox after its other steps,
 under every variant the task's calibration kept for that suite
@@ -17,7 +17,8 @@ The outcome (:class:`Confirmation`):
   have bought).
 * ``unconfirmed``: the run could not decide (the task has no calibrated variant for a
   suite whose tests passed, or the per-patch deadline left no time): the suspicion keeps
-  its bare cost, the ``suspicious_code`` penalty, and the record stays in the advantage.
+  its bare cost, the ``suspicious_code`` penalty (a probe has none), and the record stays
+  in the advantage.
 
 A clean patch (no suspicion) never pays for this step.
 """

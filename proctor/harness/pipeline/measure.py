@@ -75,9 +75,9 @@ class Measuring:
     """What every measure step reads and fills: the trace it reports to, the measurements
     it fills, the task, the patch (its bytes, its summary and the apply strategy that
     applied it), the task's baseline, the sandbox limits, the per-patch deadline, the
-    code scan's suspicions (the differential step decides them) and how to calibrate the
-    differential runs on the task when its baseline is not yet (``calibrate()``: the
-    baseline, calibrated; None: never)."""
+    code scan's suspicions and probes (the differential step decides them) and how to
+    calibrate the differential runs on the task when its baseline is not yet
+    (``calibrate()``: the baseline, calibrated; None: never)."""
 
     trace: Trace
     m: Measurements
@@ -90,6 +90,7 @@ class Measuring:
     deadline: Deadline
     suspicions: tuple[str, ...] = ()
     calibrate: Callable[[], Baseline] | None = None
+    probes: tuple[str, ...] = ()
 
 
 def harness_budget(deadline: Deadline, step: str, own: float) -> float:
@@ -285,7 +286,7 @@ def second_sandbox_steps(ctx: Measuring, rng, second: Future, taken: list,
                     measure_mutation(ctx, sb, public_run, hidden)
             with timer("performance"):
                 measure_performance(ctx, sb)
-            if ctx.suspicions:
+            if ctx.suspicions or ctx.probes:
                 with timer("differential"):
                     differential_step(ctx, sb, public_run.result(), hidden)
     return hidden
@@ -295,7 +296,7 @@ def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) ->
     """The code scan's suspicions put to the test (:mod:`~proctor.harness.pipeline.differential`):
     evidence in ``trace.evidence["differential"]``; confirmed: the violation reasons in
     ``trace.confirmed``; undecided: the ``suspicious_code`` penalty indicator (the bare
-    suspicion's cost)."""
+    suspicion's cost; probes alone cost nothing)."""
     baseline = ctx.baseline
     # a scored run that showed tampering has its own ending: no calibration for it
     caught = any(r.tampered or r.tripwire for r in (public, hidden))
@@ -306,7 +307,7 @@ def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) ->
         ctx.deadline.exclude(time.monotonic() - started)
         ctx.trace.timing["calibration_s"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
-    found = confirm(sb, Suspected(ctx.suspicions, ctx.task, baseline,
+    found = confirm(sb, Suspected(ctx.suspicions + ctx.probes, ctx.task, baseline,
                                   {"public": public, "hidden": hidden},
                                   tuple(ctx.summary.files), hashlib.sha256(ctx.data).hexdigest()),
                     ctx.deadline)
@@ -316,7 +317,7 @@ def differential_step(ctx: Measuring, sb, public: SuiteRun, hidden: SuiteRun) ->
         details={"verdict": found.verdict, "note": found.note, **found.details})
     if found.verdict == "confirmed":
         ctx.trace.confirmed.extend(found.reasons)
-    elif found.verdict == "unconfirmed":
+    elif found.verdict == "unconfirmed" and ctx.suspicions:
         ctx.m.penalty_indicators["suspicious_code"] = 1.0
         ctx.m.notes["suspicious_code"] = f"suspicion not put to the test: {found.note}"
 

@@ -374,7 +374,7 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     ctx = Measuring(run.trace, m, task, run.data, checked.summary, judged.applied.strategy,
                     env.baseline, env.limits, run.deadline, tuple(judged.tamper.suspicions),
                     partial(calibrate_task, task, env.baseline, env.tag, env.limits,
-                            env.backend))
+                            env.backend), tuple(judged.tamper.probes))
     hidden_steps = partial(second_sandbox_steps, ctx,
                            suite_rng(screened.sha256, task.fingerprint, "hidden"))
     if pair.overlap:

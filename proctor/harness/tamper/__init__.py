@@ -4,6 +4,7 @@ code runs: tests weakened, reference data altered, and the code scan's suspicion
 from __future__ import annotations
 
 from proctor.harness.tamper.suspicious_code import (
+    probes,
     scan_patch,
     scan_source,
     suspicions,
@@ -26,7 +27,7 @@ from proctor.harness.tamper.tree import (
 
 __all__ = [
     "PatchedTree", "TamperVerdict", "TextVerdict", "inspect_patched_tree", "judge_texts",
-    "predicted_texts", "pristine_hashes", "pristine_text",
+    "predicted_texts", "pristine_hashes", "pristine_text", "probes",
     "read_patched_tree", "scan_patch", "scan_source", "scan_test_changes", "suspicions",
     "tree_report_argv", "violations", "wanted_texts"
 ]
