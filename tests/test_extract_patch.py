@@ -15,6 +15,7 @@ import pytest
 
 from proctor.patch import APPLY_STRATEGIES
 from proctor.rl import extract_patch
+from tests import completion_shapes
 
 
 def git(cwd: Path, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
@@ -297,3 +298,205 @@ def test_rewritten_patches_score_like_the_reference(toolz_task, ref):
                               for c in (crlf, stripped)])
     assert [r.reward for r in recs] == [pytest.approx(0.998)] * 2, [r.error for r in recs]
     assert recs[0].apply_strategy == "git_apply_lf" and not recs[1].integrity.violated
+
+
+@pytest.mark.docker
+def test_a_record_says_what_the_extraction_decided(toolz_task, ref, partial):
+    from proctor.rl import Completion, score_completions
+    from proctor.rl.extract import NOT_FOUND
+
+    harmony = (f"<|channel|>analysis<|message|>```diff\n{partial}```<|end|><|start|>"
+               f"assistant<|channel|>final<|message|>```diff\n{ref}```<|return|>")
+    only_reasoning = f"<think>\n```diff\n{partial}```\n</think>\nI could not finish."
+    recs = score_completions([Completion(task=str(toolz_task), completion=c)
+                              for c in (harmony, only_reasoning)])
+    assert recs[0].reward == pytest.approx(0.998), recs[0].error
+    got = recs[0].evidence["extraction"].details
+    assert (got["source"], got["reasoning_parser"], got["dropped"]) == ("fenced", "auto", [])
+    fence = len("```diff\n```")
+    assert got["reasoning_removed"] == [f"harmony analysis message ({len(partial) + fence} "
+                                        "characters)"]
+    assert recs[1].reason == "no_patch" and recs[1].reward == 0.0
+    none = recs[1].evidence["extraction"].details
+    assert none["source"] is None and none["why"] == NOT_FOUND
+    assert none["reasoning_removed"] == [
+        f"<think>...</think> reasoning ({len(only_reasoning) - len('I could not finish.') - 1}"
+        " characters)"]
+    assert recs[1].component_notes["reason"] == NOT_FOUND
+
+
+# ------------------------------------------------------------------ reasoning, every family
+
+#: family -> (reasoning parser, the completion with ``{d}`` drafted in reasoning and ``{p}``
+#: the answer; a fence right after the closing tag or header).
+REASONING = {
+    "deepseek_r1": ("deepseek_r1", "<think>\nDraft:\n```diff\n{d}```\n</think>```diff\n{p}```"),
+    "qwen3_open_in_prompt": ("qwen3", "Draft:\n```diff\n{d}```\n</think>\n\n```diff\n{p}```"),
+    "seed_oss": ("seed_oss", "<seed:think>```diff\n{d}```</seed:think>\n```diff\n{p}```"),
+    "kimi": ("kimi_k2", "◁think▷```diff\n{d}```◁/think▷```diff\n{p}```"),
+    "magistral": ("mistral", "[THINK]Draft:\n```diff\n{d}```[/THINK]\n```diff\n{p}```</s>"),
+    "cohere": ("cohere_command3", "<|START_THINKING|>```diff\n{d}```<|END_THINKING|>"
+                                  "<|START_RESPONSE|>```diff\n{p}```<|END_RESPONSE|>"),
+    "granite": ("granite", "Here is my thought process:\n```diff\n{d}```\n"
+                           "Here is my response:\n```diff\n{p}```"),
+    "gpt_oss_final": ("openai_gptoss",
+                      "<|channel|>analysis<|message|>Draft:\n```diff\n{d}```<|end|>"
+                      "<|start|>assistant<|channel|>final<|message|>```diff\n{p}```<|return|>"),
+    "gpt_oss_final_first": ("openai_gptoss",
+                            "<|channel|>final<|message|>{p}<|end|>"
+                            "<|start|>assistant<|channel|>analysis<|message|>{d}<|end|>"),
+    "gpt_oss_tool_call": ("openai_gptoss",
+                          "<|channel|>analysis<|message|>{d}<|end|><|start|>assistant"
+                          "<|channel|>commentary to=functions.submit_patch <|constrain|>json"
+                          "<|message|>{{args}}<|call|>"),
+}
+
+
+@pytest.mark.parametrize("family", list(REASONING))
+@pytest.mark.parametrize("parser", ["auto", "named"])
+def test_reasoning_of_every_family_never_counts(family, parser, repo, ref, partial):
+    name, shape = REASONING[family]
+    used = "auto" if parser == "auto" else name
+
+    def render(p: str, args: str) -> str:
+        return shape.replace("{d}", partial).replace("{p}", p).replace("{{args}}", args)
+
+    patch = extract_patch(render(ref, json.dumps({"patch": ref})), reasoning_parser=used)
+    assert patch == ref
+    assert applies(repo, patch) == "git_apply"
+    # the draft alone, in reasoning, with no answer: no patch
+    assert extract_patch(render("", "{}"), reasoning_parser=used) is None
+
+
+def test_a_forbidden_path_in_harmony_analysis_is_not_joined_to_the_answer(
+        ref, make_toolz_patch):
+    cheat = make_toolz_patch({"toolz/tests/test_itertoolz.py": (None, "X = 1\n")}).decode()
+    completion = (f"<|channel|>analysis<|message|>First:\n{cheat}\n<|end|><|start|>assistant"
+                  f"<|channel|>final<|message|>```diff\n{ref}```<|return|>")
+    assert extract_patch(completion) == ref
+
+
+def test_a_named_parser_reads_only_its_family_s_syntax(ref, partial):
+    completion = f"[THINK]```diff\n{partial}```[/THINK]\n```diff\n{ref}```"
+    assert extract_patch(completion, reasoning_parser="mistral") == ref
+    only_draft = f"[THINK]\n```diff\n{partial}```\n[/THINK]\nDone."
+    assert extract_patch(only_draft, reasoning_parser="mistral") is None
+    # read as DeepSeek's (or with no reasoning syntax), [THINK] is text
+    assert extract_patch(only_draft, reasoning_parser="deepseek_r1") == partial
+    assert extract_patch(only_draft, reasoning_parser="none") == partial
+
+
+def test_an_unknown_reasoning_parser_is_a_configuration_error_naming_the_known_ones():
+    with pytest.raises(ValueError, match="unknown reasoning parser 'deepseek'.*deepseek_r1"):
+        extract_patch("x", reasoning_parser="deepseek")
+
+
+RESPONSES = {
+    "message_output_text": lambda p, d: [
+        {"type": "reasoning", "id": "rs_1", "summary": [
+            {"type": "summary_text", "text": f"```diff\n{d}```"}]},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": f"Fix:\n```diff\n{p}```", "annotations": []}]}],
+    "function_call_item": lambda p, d: [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": f"Draft:\n```diff\n{d}```"}]},
+        {"type": "function_call", "call_id": "c1", "name": "submit_patch",
+         "arguments": json.dumps({"patch": p})}],
+    "function_call_alone": lambda p, d: {"type": "function_call", "name": "submit",
+                                         "arguments": json.dumps({"diff": p})},
+    "claude_thinking_block": lambda p, d: [{"role": "assistant", "content": [
+        {"type": "thinking", "thinking": f"```diff\n{d}```", "signature": "s"},
+        {"type": "redacted_thinking", "data": "x"},
+        {"type": "text", "text": f"```diff\n{p}```"}]}],
+    "reasoning_content_field": lambda p, d: [{"role": "assistant",
+                                              "reasoning_content": f"```diff\n{d}```",
+                                              "reasoning": f"```diff\n{d}```",
+                                              "content": f"```diff\n{p}```"}],
+}
+
+
+@pytest.mark.parametrize("shape", list(RESPONSES))
+def test_responses_items_and_reasoning_fields(shape, repo, ref, partial):
+    patch = extract_patch(RESPONSES[shape](ref, partial))
+    assert patch == ref and applies(repo, patch) == "git_apply"
+
+
+@pytest.mark.parametrize("completion", [
+    # what a tool returned, and reasoning items, are never the model's answer
+    lambda p: [{"type": "function_call", "name": "run_tests", "arguments": "{}"},
+               {"type": "function_call_output", "call_id": "c", "output": f"```diff\n{p}```"}],
+    lambda p: [{"type": "reasoning", "summary": [{"type": "summary_text", "text": p}]},
+               {"type": "message", "role": "assistant", "content": [
+                   {"type": "output_text", "text": "I could not fix it."}]}],
+    lambda p: [{"role": "assistant", "reasoning_content": p, "content": "Nothing to change."}],
+    lambda p: [{"role": "assistant", "content": [{"type": "thinking", "thinking": p}]}],
+    lambda p: f"<|channel|>analysis<|message|>{p}<|end|><|start|>assistant<|channel|>final"
+              "<|message|>I am not sure.<|return|>",
+    lambda p: f"Here is my thought process:\n{p}",
+])
+def test_a_diff_only_in_reasoning_or_a_tool_output_is_no_patch(completion, ref):
+    assert extract_patch(completion(ref)) is None
+
+
+@pytest.mark.parametrize("completion", [
+    "x" + "<|channel|>analysis<|message|>" * 40_000,      # one 1 MB line of headers
+    "+ x " + "<think></think>[THINK]◁think▷" * 30_000,   # one line of every family's tags
+    "+" + " " * 500_000 + "<think>" * 70_000,
+])
+def test_one_long_line_full_of_tags_takes_linear_time(completion):
+    import time
+
+    start = time.monotonic()
+    assert extract_patch(completion) is None
+    assert time.monotonic() - start < 3.0
+
+
+# --------------------------------------------------------------------------- the shape table
+
+#: Shapes of ``tests/completion_shapes.py`` the extractor does not read yet -> the part of
+#: the work on model output formats that makes them pass (strict: a pass is news).
+_TOOL_SYNTAX = "family tool-call syntaxes (non-JSON calls, several calls per line)"
+_WHICH = "which patch is the answer (split hunks, unfenced corrections, markdown indentation)"
+_CONVERT = "V4A apply_patch and SEARCH/REPLACE converted against the repository"
+PENDING = {
+    **{name: _TOOL_SYNTAX for name in (
+        "deepseek_v31_tool_call", "deepseek_v31_two_calls_one_line",
+        "glm45_think_then_tool_call", "glm45_nothink_two_calls",
+        "glm45_arg_value_with_seed_tag_in_code", "kimi_k2_tool_call",
+        "kimi_k2_two_calls_one_line", "kimi_k2_thinking_draft_then_call",
+        "kimi_k2_reasoning_ended_by_tool_section", "llama3_json_two_calls_semicolon",
+        "minimax_m2_tool_call", "minimax_m2_two_invokes", "mistral_v11_tool_call",
+        "mistral_v11_two_calls_one_line", "mistral_pre_v11_list_after_prose",
+        "magistral_think_then_tool_call", "pythonic_single_call", "pythonic_list_after_prose",
+        "pythonic_triple_quoted", "llama4_pythonic_python_start",
+        "qwen35_tool_call_implicit_reasoning_end", "qwen3_coder_apply_diff",
+        "qwen3_coder_several_calls", "qwen3_coder_call_closed_by_eos", "seed_oss_tool_call")},
+    **{name: _WHICH for name in (
+        "hunks_split_over_two_fences", "final_unfenced_correction",
+        "fence_indented_four_in_numbered_list", "fenced_diff_in_quote_block",
+        "bare_diff_in_quote_block")},
+    **{name: _CONVERT for name, shape in completion_shapes.SHAPES.items()
+       if shape.expect == "v4a"},
+}
+
+
+def _shape_params():
+    for name in completion_shapes.SHAPES:
+        marks = [pytest.mark.xfail(strict=True, reason=PENDING[name])] if name in PENDING else []
+        yield pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", _shape_params())
+def test_every_family_s_completion_shape_gives_the_patch_its_model_meant(name, repo):
+    shape = completion_shapes.SHAPES[name]
+    patch = completion_shapes.SAMPLE_PATCH
+    if shape.patch_of:
+        patch = shape.patch_of(patch)
+    completion = shape.render(patch, completion_shapes.SAMPLE_DRAFT)
+    found = extract_patch(completion, reasoning_parser=shape.reasoning_parser or "auto")
+    if shape.expect == "none":
+        assert found is None
+        return
+    assert found == patch
+    assert applies(repo, found) == "git_apply"

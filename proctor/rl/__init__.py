@@ -5,7 +5,8 @@
     from proctor.rl.trl import make_reward_func      # TRL GRPOTrainer
     proctor/rl/openrlhf.py                           # OpenRLHF file mode (--reward.remote_url)
 
-``extract_patch`` rules: :mod:`proctor.rl.extract`.
+``extract_patch`` rules: :mod:`proctor.rl.extract` (reasoning of every model family:
+:mod:`proctor.rl.reasoning`).
 
 The adapters import their framework lazily (torch for OpenRLHF only if installed);
 ``import proctor.rl`` needs none of them.
@@ -16,10 +17,12 @@ from proctor.rl.completions import (
     NO_PATCH,
     Completion,
     completion_text,
-    extract_patch,
     no_patch_record,
     score_completions,
 )
+from proctor.rl.extract import Extraction, extract_patch, find_patch
+from proctor.rl.reasoning import REASONING_PARSERS
 
-__all__ = ["NO_PATCH", "Completion", "completion_text", "extract_patch", "group_advantages",
-           "is_flagged", "no_patch_record", "score_completions"]
+__all__ = ["NO_PATCH", "REASONING_PARSERS", "Completion", "Extraction", "completion_text",
+           "extract_patch", "find_patch", "group_advantages", "is_flagged", "no_patch_record",
+           "score_completions"]

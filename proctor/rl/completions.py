@@ -8,11 +8,14 @@ handled).
 No patch found: an honest failure, status ``scored``, reward 0.0 (what an empty patch
 earns), ``reason == "no_patch"``. Conversational completions (a list of
 ``{"role", "content"}`` messages, as TRL passes them) are searched in their assistant
-messages.
+messages. Every record of a completion carries what the extraction decided in
+``evidence["extraction"]`` (:meth:`~proctor.rl.extract.Extraction.details`: the source of
+the patch, the reasoning removed, the diffs and tool calls left out and why).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +27,8 @@ from proctor.harness.batch import (
     iter_batch,
     shared_rollout_scorer,
 )
-from proctor.record import RewardRecord
-from proctor.rl.extract import extract_patch
+from proctor.record import Evidence, RewardRecord
+from proctor.rl.extract import Extraction, find_patch
 
 NO_PATCH = "no_patch"
 
@@ -46,25 +49,35 @@ def completion_text(completion: str | list | dict | None) -> str:
 
 
 def no_patch_record(task: str | Path, *, rollout_id: str, group_id: str | None = None,
-                    sample_index: int | None = None) -> RewardRecord:
+                    sample_index: int | None = None, why: str | None = None) -> RewardRecord:
     """The honest-failure record of a completion without a patch: reward 0.0, reason
-    ``no_patch`` (an error record if the task itself is invalid)."""
+    ``no_patch`` (an error record if the task itself is invalid); ``why``: what the
+    extraction says it looked for (default: :data:`proctor.rl.extract.NOT_FOUND`)."""
     from proctor.harness.pipeline.score import score
+    from proctor.rl.extract import NOT_FOUND
 
     rec = score(task, b"", rollout_id=rollout_id, group_id=group_id,
                 sample_index=sample_index)
     if rec.status == "scored":
         rec.reason = NO_PATCH
-        note = "no diff found in the completion (no fenced diff block, no explicit patch)"
         rec.component_notes = {k: f"not measured: {NO_PATCH}" for k in rec.components}
-        rec.component_notes["reason"] = note
+        rec.component_notes["reason"] = why or NOT_FOUND
+    return rec
+
+
+def _with_extraction(rec: RewardRecord, found: Extraction, seconds: float) -> RewardRecord:
+    """``rec`` with what the extraction decided in ``evidence["extraction"]``."""
+    rec.evidence["extraction"] = Evidence(command="extract_patch",
+                                          duration_s=round(seconds, 6),
+                                          details=found.details())
     return rec
 
 
 @dataclass(frozen=True)
 class Completion:
     """One completion to score: its task directory, the completion, an optional explicit
-    patch, and ids for the record."""
+    patch, ids for the record, and the reasoning syntaxes to remove (``reasoning_parser``,
+    a name of :data:`proctor.rl.reasoning.REASONING_PARSERS`)."""
 
     task: str
     completion: str | list | dict | None
@@ -72,26 +85,38 @@ class Completion:
     rollout_id: str | None = None
     group_id: str | None = None
     sample_index: int | None = None
+    reasoning_parser: str = "auto"
 
 
 def score_completions(entries: list[Completion], options: BatchOptions | None = None
                       ) -> list[RewardRecord]:
     """Score completions in parallel (``options.workers`` threads, result cache and retries
-    as in a batch); one record per entry, in order. Never raises for a bad entry."""
+    as in a batch); one record per entry, in order, each with ``evidence["extraction"]``.
+    Never raises for a bad entry.
+
+    Raises:
+        ValueError: an entry names an unknown reasoning parser (a configuration error,
+            before anything is scored).
+    """
     options = options or BatchOptions()
     out: list[RewardRecord | None] = [None] * len(entries)
     items = []
-    for i, e in enumerate(entries):
+    found: list[tuple[Extraction, float]] = []
+    for e in entries:
+        started = time.perf_counter()
+        found.append((find_patch(e.completion, e.patch, reasoning_parser=e.reasoning_parser),
+                      time.perf_counter() - started))
+    for i, (e, (got, seconds)) in enumerate(zip(entries, found, strict=True)):
         rid = e.rollout_id or uuid.uuid4().hex
-        patch = extract_patch(e.completion, e.patch)
-        if patch is None:
-            out[i] = no_patch_record(e.task, rollout_id=rid, group_id=e.group_id,
-                                     sample_index=e.sample_index)
+        if got.patch is None:
+            out[i] = _with_extraction(no_patch_record(
+                e.task, rollout_id=rid, group_id=e.group_id, sample_index=e.sample_index,
+                why=got.why), got, seconds)
         else:
-            items.append(BatchItem(i, Rollout(task=str(e.task), rollout_id=rid, patch=patch,
-                                              group_id=e.group_id,
+            items.append(BatchItem(i, Rollout(task=str(e.task), rollout_id=rid,
+                                              patch=got.patch, group_id=e.group_id,
                                               sample_index=e.sample_index)))
     for index, rec in iter_batch(items, options,
                                  rollout_scorer=shared_rollout_scorer(options)):
-        out[index] = rec
+        out[index] = _with_extraction(rec, *found[index])
     return out  # type: ignore[return-value]

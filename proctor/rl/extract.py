@@ -5,10 +5,16 @@
 1. **Explicit patch** (verl ``extra_info["patch"]``, a TRL ``patch`` column, an OpenRLHF
    label ``{"patch": ...}``): used as is, the completion is ignored.
 2. **Messages** (a list of ``{"role", "content", "tool_calls"}`` dicts, OpenAI / TRL chat
-   format, or one such dict): the assistant messages (every message when none has a role)
-   are searched from the last one back; in each, its ``tool_calls`` and ``tool_use``
-   content parts (last first, as in 3c) and then its ``content`` (a string, or the
-   ``{"type": "text", "text"}`` parts of a list).
+   format, or one such dict; or OpenAI Responses output items, or a whole Responses
+   ``response`` object): the assistant messages
+   (every message when none has a role) and the model's call items (Responses
+   ``function_call`` and ``custom_tool_call``, which carry no role) are searched from the
+   last one back; in each, its ``tool_calls`` and ``tool_use`` content parts (last first,
+   as in 3c), the call item itself, and then its ``content`` (a string, or the ``text`` /
+   ``output_text`` parts of a list). Reasoning never counts: ``reasoning`` items,
+   ``thinking`` / ``redacted_thinking`` parts and the ``reasoning_content`` /
+   ``reasoning`` fields of a message are not read, nor are tool outputs
+   (``function_call_output``, ``tool`` messages).
 3. In one text (a string completion, a message's content):
 
    a. Chat special tokens are cut at the start (``<|im_start|>assistant``,
@@ -17,17 +23,20 @@
       and at the end (``</s>``, ``<|im_end|>``, ``<|endoftext|>``, ``<|eot_id|>``, ``<|end|>``,
       ``<eos>``, ``<｜end▁of▁sentence｜>``...), as OpenRLHF keeps them in its queries.
       Tokens inside the text stay: ``</s>`` is also an HTML tag a diff may add.
-   b. **Reasoning is not the answer**: ``<think>...</think>`` (and ``<thinking>``) blocks are
-      dropped, as is everything before a lone ``</think>`` (the template opened it in the
-      prompt) and after a ``<think>`` never closed (the completion ran out while reasoning).
-      A draft diff in the reasoning never counts, even when the answer has none. A tag
-      inside a diff content line (a line starting with ``+``, ``-`` or a space, with text
-      before and after the tag: ``+END = "</think>"``) is code, not a tag; so in 3c.
+   b. **Reasoning is not the answer**, for every model family
+      (:mod:`proctor.rl.reasoning`: ``<think>`` and each family's own tags, harmony's
+      ``analysis`` channel, ...; ``reasoning_parser`` names which syntaxes to read,
+      ``auto`` all of them). A draft diff in the reasoning never counts, even when the
+      answer has none. A tag inside a diff content line (a line starting with ``+``,
+      ``-`` or a space, with text before and after the tag: ``+END = "</think>"``) is
+      code, not a tag; so in 3c. Harmony's messages to ``functions.*`` are tool calls
+      (3c), tried before the rest of the answer.
    c. **Tool calls**: ``<tool_call>{json}</tool_call>`` blocks (Qwen / Hermes; the closing tag
       may be missing at the end), the whole text being a JSON object or array (Mistral's
       ``[TOOL_CALLS][...]`` too), the last fenced ``json`` block, or a JSON object starting
       a line after prose. The JSON is searched for string values under the keys ``patch``
-      or ``diff`` (in ``arguments``, ``parameters`` or ``input`` objects or JSON strings
+      or ``diff`` (or ``model_patch``, a SWE-bench prediction's) (in ``arguments``,
+      ``parameters`` or ``input`` objects or JSON strings
       too, at any depth; such a string that is not JSON is the tool's raw input and counts
       like a ``patch`` value); the last value holding a patch wins. JSON with raw newlines
       inside strings is accepted. Other keys (``content`` of a file write) never count.
@@ -64,9 +73,11 @@ found: ``None`` (scored as ``no_patch``, reward 0.0).
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
+from dataclasses import dataclass, field
+
+from proctor.rl.reasoning import DiffLines, answer, check_reasoning_parser
 
 DIFF_LANGS = ("diff", "patch", "udiff")
 
@@ -77,7 +88,6 @@ _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"{_TOKEN}\Z")
 _ONLY_TOKENS = re.compile(rf"[ \t]*(?:{_TOKEN}[ \t]*)*\Z")
-_THINK_TAG = re.compile(r"<(/?)(think|thinking)>")
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _OPEN_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)\Z")
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -86,53 +96,158 @@ _GIT_HEADERS = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", 
                 "new mode", "similarity index", "dissimilarity index", "rename from",
                 "rename to", "copy from", "copy to", "Binary files", "diff --git ")
 _WRAPPER_LANGS = ("markdown", "md", "")
-_PATCH_KEYS = ("patch", "diff")
+_PATCH_KEYS = ("patch", "diff", "model_patch")
 _NESTED_KEYS = ("arguments", "parameters", "input", "function")
+#: Content parts and items that hold the model's answer text.
+_TEXT_PARTS = ("text", "output_text")
+#: Items with no role that are the model's own tool calls (OpenAI Responses).
+_CALL_ITEMS = ("function_call", "custom_tool_call")
+#: Items that are never the answer: reasoning, and what tools returned.
+_NOT_ANSWER = ("reasoning", "thinking", "redacted_thinking", "function_call_output",
+               "custom_tool_call_output", "tool_result")
 
 
-def extract_patch(completion: str | list | dict | None, explicit: str | None = None
-                  ) -> str | None:
-    """The patch in ``completion`` (a string, a message dict or a list of messages), ending
-    in a newline, or None when there is none; ``explicit`` wins when it is a non-blank
-    string. The rules
-    are in this module's docstring. Never raises."""
+@dataclass
+class Extraction:
+    """What the extraction decided, for the record: ``patch`` (ending in a newline; None:
+    no patch), ``source`` (where the patch came from: ``explicit``, ``tool_call``,
+    ``fenced``, ``bare``; None without a patch), the ``reasoning_parser`` used, ``reasoning``
+    (the reasoning spans removed, described), ``dropped`` (diffs and tool calls seen and
+    left out, with why) and ``why`` (no patch: one line saying what was looked for)."""
+
+    patch: str | None = None
+    source: str | None = None
+    reasoning_parser: str = "auto"
+    reasoning: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    why: str | None = None
+
+    def details(self) -> dict:
+        """The record's ``evidence["extraction"].details``: every field but the patch."""
+        return {"source": self.source, "reasoning_parser": self.reasoning_parser,
+                "reasoning_removed": self.reasoning, "dropped": self.dropped,
+                **({"why": self.why} if self.why else {})}
+
+
+#: What an extraction that found nothing says it looked for.
+NOT_FOUND = ("no patch in the answer: no tool call with a patch or diff argument, no fenced "
+             "diff block, no bare unified diff (reasoning is not searched)")
+#: Notes kept in :attr:`Extraction.dropped` (more are counted in one last note).
+MAX_NOTES = 20
+
+
+class _Seen:
+    """The extraction under way: its reasoning parser and the notes it collects."""
+
+    def __init__(self, parser: str):
+        self.out = Extraction(reasoning_parser=parser)
+        self.more = 0
+
+    @property
+    def parser(self) -> str:
+        return self.out.reasoning_parser
+
+    def note(self, where: list[str], what: str) -> None:
+        if len(where) < MAX_NOTES:
+            where.append(what)
+        else:
+            self.more += 1
+
+
+def find_patch(completion: str | list | dict | None, explicit: str | None = None, *,
+               reasoning_parser: str = "auto") -> Extraction:
+    """The patch in ``completion`` (a string, a message dict or a list of messages or
+    Responses items) and how it was found; ``explicit`` wins when it is a non-blank
+    string. ``reasoning_parser``: the reasoning syntaxes to remove (a name of
+    :data:`proctor.rl.reasoning.REASONING_PARSERS`; ``auto``: all). The rules are in this
+    module's docstring. Never raises for the completion.
+
+    Raises:
+        ValueError: an unknown ``reasoning_parser`` (a configuration error).
+    """
+    seen = _Seen(check_reasoning_parser(reasoning_parser))
+    out = seen.out
     if isinstance(explicit, str) and explicit.strip():
-        return explicit
+        out.patch, out.source = explicit, "explicit"
+        return out
     if isinstance(completion, str):
-        found = _from_text(completion)
+        found = _from_text(completion, seen)
     elif isinstance(completion, dict | list):
-        found = _from_messages(completion)
+        found = _from_messages(completion, seen)
     else:
         found = None
+        out.why = f"the completion is a {type(completion).__name__}, not text or messages"
+    if seen.more:
+        out.dropped.append(f"... and {seen.more} more")
     if found is None or not found.strip():
-        return None
+        out.source, out.why = None, out.why or NOT_FOUND
+        return out
     found = found.lstrip("\r\n")
-    return found if found.endswith("\n") else found + "\n"
+    out.patch = found if found.endswith("\n") else found + "\n"
+    return out
+
+
+def extract_patch(completion: str | list | dict | None, explicit: str | None = None, *,
+                  reasoning_parser: str = "auto") -> str | None:
+    """:func:`find_patch`'s patch: ending in a newline, or None when there is none.
+
+    Raises:
+        ValueError: an unknown ``reasoning_parser`` (a configuration error).
+    """
+    return find_patch(completion, explicit, reasoning_parser=reasoning_parser).patch
 
 
 # --------------------------------------------------------------------------- messages, JSON
 
 
-def _from_messages(completion: dict | list) -> str | None:
+def _from_messages(completion: dict | list, seen: _Seen) -> str | None:
+    if isinstance(completion, dict) and isinstance(completion.get("output"), list) and \
+            completion.get("object") == "response":  # a whole Responses API response
+        completion = completion["output"]
     if isinstance(completion, dict):
-        if not ({"role", "content", "tool_calls"} & completion.keys()):
-            return _from_json(completion)
+        if not ({"role", "content", "tool_calls"} & completion.keys()) and \
+                completion.get("type") not in _CALL_ITEMS:
+            return _from_json(completion, seen, "the JSON object")
         completion = [completion]
     msgs = [m for m in completion if isinstance(m, dict)]
-    if any("role" in m for m in msgs):
-        msgs = [m for m in msgs if m.get("role") == "assistant"]
+    any_role = any("role" in m for m in msgs)
+    msgs = [m for m in msgs if _is_model_item(m, any_role)]
     for msg in reversed(msgs):
         content = msg.get("content")
         parts = content if isinstance(content, list) else []
         tool_calls = msg.get("tool_calls")
         calls = [*(tool_calls if isinstance(tool_calls, list) else []),
                  *(p for p in parts if isinstance(p, dict) and p.get("type") == "tool_use")]
+        if msg.get("type") in _CALL_ITEMS or not (
+                {"role", "content", "tool_calls", "type"} & msg.keys()):
+            calls.append(msg)  # a call item, or plain JSON (a SWE-bench prediction)
         for call in reversed(calls):
-            if isinstance(call, dict) and (found := _from_json(call)) is not None:
+            if isinstance(call, dict) and (
+                    found := _from_json(call, seen, _call_name(call))) is not None:
                 return found
-        if (found := _from_text(_content_text(content))) is not None:
+        if (found := _from_text(_content_text(content), seen)) is not None:
             return found
     return None
+
+
+def _call_name(call) -> str:
+    """How a tool call is named in the notes: ``tool call NAME``."""
+    if isinstance(call, dict):
+        inner = call.get("function")
+        name = (inner.get("name") if isinstance(inner, dict) else None) or call.get("name")
+        if isinstance(name, str) and name:
+            return f"tool call {name[:60]}"
+    return "a tool call"
+
+
+def _is_model_item(item: dict, any_role: bool) -> bool:
+    """An assistant message or a call item of the model (every item when none has a
+    role); never reasoning or a tool's output."""
+    if item.get("type") in _NOT_ANSWER:
+        return False
+    if "role" in item:
+        return item.get("role") == "assistant"
+    return item.get("type") in _CALL_ITEMS or not any_role
 
 
 def _content_text(content) -> str:
@@ -140,7 +255,7 @@ def _content_text(content) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(str(p.get("text") or "") for p in content
-                         if isinstance(p, dict) and p.get("type", "text") == "text")
+                         if isinstance(p, dict) and p.get("type", "text") in _TEXT_PARTS)
     return ""
 
 
@@ -173,52 +288,20 @@ def _json_values(value, depth: int = 0):
                 yield from _json_values(item, depth + 1)
 
 
-def _from_json(value) -> str | None:
+def _from_json(value, seen: _Seen, what: str) -> str | None:
+    """The patch in a parsed JSON ``value`` (``what`` names it in the notes: a tool call,
+    a fenced JSON block...); its source is ``tool_call``."""
+    if value is None:
+        return None
     for raw in reversed(list(_json_values(value))):
-        if (found := _from_text(raw, tools=False)) is not None:
+        if (found := _from_text(raw, seen, tools=False)) is not None:
+            seen.out.source = "tool_call"
             return found
+    seen.note(seen.out.dropped, f"{what}: no patch or diff argument holding a diff")
     return None
 
 
 # --------------------------------------------------------------------------- text
-
-
-class _Lines:
-    """Where the lines of a text are, to tell a tag from text in a diff line."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.breaks = [m.start() for m in re.finditer("\n", text)]
-
-    def in_diff_line(self, start: int, end: int) -> bool:
-        """Whether ``text[start:end]`` is inside a diff content line: the line starts with
-        ``+``, ``-`` or a space and has other text both before and after it."""
-        k = bisect.bisect_left(self.breaks, start)
-        first = self.breaks[k - 1] + 1 if k else 0
-        last = self.breaks[k] if k < len(self.breaks) else len(self.text)
-        return (self.text[first:first + 1] in ("+", "-", " ")
-                and bool(self.text[first + 1:start].strip())
-                and bool(self.text[end:last].strip()))
-
-
-def _without_reasoning(text: str) -> str:
-    """``text`` without reasoning blocks, one pass (linear in the text)."""
-    kept, pos, opened = [], 0, None
-    lines = _Lines(text)
-    for m in _THINK_TAG.finditer(text):
-        if lines.in_diff_line(m.start(), m.end()):
-            continue  # code the diff adds or removes, e.g. ``+END = "</think>"``
-        closing, name = m.group(1) == "/", m.group(2)
-        if opened is None and not closing:
-            kept.append(text[pos:m.start()])
-            opened = name
-        elif opened is None:  # a close with no open: the prompt opened it
-            kept, pos = [], m.end()
-        elif closing and name == opened:
-            opened, pos = None, m.end()
-    if opened is None:
-        kept.append(text[pos:])
-    return "".join(kept)
 
 
 def _strip_tokens(text: str) -> str:
@@ -236,18 +319,24 @@ def _strip_tokens(text: str) -> str:
     return text[m.end():] if m else text
 
 
-def _answer(text: str) -> str:
-    return _strip_tokens(_without_reasoning(text))
-
-
-def _from_text(text: str, tools: bool = True) -> str | None:  # noqa: C901
-    text = _answer(text)
+def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noqa: C901
+    said = answer(text, seen.parser)
+    for what in said.dropped:
+        seen.note(seen.out.reasoning, what)
+    seen.more += said.more_dropped
+    text = _strip_tokens(said.text)
     if tools:
-        lines = _Lines(text)
+        for call in reversed(said.calls):
+            if (found := _from_json(call, seen, _call_name(call))) is not None:
+                return found
+        lines = DiffLines(text)
         calls = [m for m in _TOOL_CALL.finditer(text)
                  if not lines.in_diff_line(m.start(), m.start() + len("<tool_call>"))]
         for m in reversed(calls):
-            if (found := _from_json(_loads(m.group(1).strip()))) is not None:
+            parsed = _loads(m.group(1).strip())
+            if parsed is None:
+                seen.note(seen.out.dropped, "a <tool_call> block whose JSON does not parse")
+            elif (found := _from_json(parsed, seen, _call_name(parsed))) is not None:
                 return found
         kept, pos = [], 0
         for m in calls:
@@ -255,31 +344,34 @@ def _from_text(text: str, tools: bool = True) -> str | None:  # noqa: C901
             pos = m.end()
         text = "".join(kept) + text[pos:]
         if text.lstrip().startswith(("{", "[")) and (doc := _loads(text.strip())) is not None:
-            if (found := _from_json(doc)) is not None:
+            if (found := _from_json(doc, seen, "the JSON answer")) is not None:
                 return found
     lines = text.split("\n")
     blocks, outside = _fenced_blocks(lines)
     if tools:
         for lang, body in reversed(blocks):
-            if lang == "json" and (found := _from_json(_loads(body.strip()))) is not None:
+            if lang == "json" and (found := _from_json(
+                    _loads(body.strip()), seen, "a fenced json block")) is not None:
                 return found
-        if (found := _from_json(_json_after_prose(text))) is not None:
+        after_prose = _json_after_prose(text)
+        if (found := _from_json(after_prose, seen, _call_name(after_prose))) is not None:
             return found
     tagged = [body for lang, body in blocks if lang in DIFF_LANGS and body.strip()]
     if tagged:
-        return _joined(tagged)
+        return _joined(tagged, seen, "fenced diff block", "fenced")
     diffs = [body for lang, body in blocks if _starts_like_diff(body)]
     if diffs:
-        return _joined(diffs)
+        return _joined(diffs, seen, "fenced block", "fenced")
     for lang, body in reversed(blocks):
         if lang in _WRAPPER_LANGS:
             inner, _ = _fenced_blocks(body.split("\n"))
             found = [b for lang_, b in inner
                      if (lang_ in DIFF_LANGS and b.strip()) or _starts_like_diff(b)]
             if found:
+                seen.out.source = "fenced"
                 return found[-1]
     bare = _bare_diffs(lines, outside)
-    return _joined(bare) if bare else None
+    return _joined(bare, seen, "bare diff", "bare") if bare else None
 
 
 _FILE_LINE = re.compile(r"(?:--- |\+\+\+ )(?:[ab]/)?(\S+)")
@@ -291,17 +383,25 @@ def _files(diff: str) -> set[str]:
             if m.start() == 0 or diff[m.start() - 1] == "\n"} - {"/dev/null", "dev/null"}
 
 
-def _joined(diffs: list[str]) -> str:
+def _joined(diffs: list[str], seen: _Seen, kind: str, source: str) -> str:
     """The last diff, after the earlier ones that name only files no later kept one does
-    (one diff per file); an earlier diff of a file a later one changes is a draft."""
-    kept, seen = [diffs[-1]], _files(diffs[-1])
-    if not seen:
+    (one diff per file); an earlier diff of a file a later one changes is a draft (noted
+    in ``seen`` as a ``kind`` left out). The source becomes ``source``."""
+    seen.out.source = source
+    kept, names = [diffs[-1]], _files(diffs[-1])
+    if not names:
+        for i in range(len(diffs) - 1):
+            seen.note(seen.out.dropped, f"{kind} {i + 1} of {len(diffs)}: the last one wins")
         return diffs[-1]
-    for diff in reversed(diffs[:-1]):
-        files = _files(diff)
-        if files and not files & seen:
-            kept.append(diff if diff.endswith("\n") else diff + "\n")
-            seen |= files
+    for i in range(len(diffs) - 2, -1, -1):
+        files = _files(diffs[i])
+        if files and not files & names:
+            kept.append(diffs[i] if diffs[i].endswith("\n") else diffs[i] + "\n")
+            names |= files
+        else:
+            shown = ", ".join(sorted(files)[:3]) or "no file named"
+            seen.note(seen.out.dropped, f"{kind} {i + 1} of {len(diffs)} ({shown}): a later "
+                                        "one changes the same file(s)")
     return "".join(reversed(kept))
 
 

@@ -1,0 +1,253 @@
+"""The answer of a completion: its reasoning removed, for every model family (pure).
+
+Reasoning never counts as the answer: a diff drafted there is never the patch, even when
+the answer has none, and a forbidden path written there never reaches the integrity
+check. What is reasoning, by family (the names are vLLM's ``--reasoning-parser`` names,
+:data:`REASONING_PARSERS`; ``auto``, the default, reads every syntax):
+
+* **tags** (:data:`TAGS`): ``<think>...</think>`` (DeepSeek R1, Qwen3, GLM-4.5, MiniMax,
+  Hunyuan, ERNIE, ...), ``<thinking>``, ``<seed:think>`` (Seed-OSS), ``◁think▷`` (Kimi),
+  ``[THINK]...[/THINK]`` (Magistral), ``<|START_THINKING|>...<|END_THINKING|>`` (Cohere
+  Command A). A block is dropped from its opening tag to the closing tag of the same
+  syntax; everything before a closing tag that was never opened (the chat template opened
+  it in the prompt), and everything after an opening tag never closed (the completion ran
+  out while reasoning). A tag inside a diff content line (a line starting with ``+``,
+  ``-`` or a space, with text before and after the tag: ``+END = "</think>"``) is code,
+  not a tag.
+* **granite**: a completion that starts with ``Here is my thought process:`` is reasoning
+  up to ``Here is my response:`` (all of it when that never comes).
+* **harmony** (gpt-oss, ``openai_gptoss``): the text is a sequence of messages, each with a
+  header ``[<|start|>ROLE]<|channel|>CHANNEL [to=RECIPIENT] [<|constrain|>TYPE]<|message|>``
+  and a body ending at ``<|end|>``, ``<|return|>``, ``<|call|>`` or the next header. Only
+  ``final`` messages and ``commentary`` messages without a recipient (preambles) are
+  answer text; a message to ``functions.NAME`` (on any channel) is a tool call (its body
+  the arguments); ``analysis`` is reasoning, and so is text before the first header.
+  Decoded without its special tokens (``skip_special_tokens``), a harmony completion reads
+  ``analysis...assistantfinal...``: what follows the last ``assistantfinal`` is the answer.
+
+Removed spans are replaced by a line break, so a fence right after a closing tag or a
+channel header starts its own line. Everything here is linear in the text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+#: Reasoning tag syntaxes: name -> (opening tag, closing tag).
+TAGS: dict[str, tuple[str, str]] = {
+    "think": ("<think>", "</think>"),
+    "thinking": ("<thinking>", "</thinking>"),
+    "seed": ("<seed:think>", "</seed:think>"),
+    "kimi": ("◁think▷", "◁/think▷"),
+    "mistral": ("[THINK]", "[/THINK]"),
+    "cohere": ("<|START_THINKING|>", "<|END_THINKING|>"),
+}
+_ALL = (*TAGS, "granite", "harmony")
+#: vLLM's ``--reasoning-parser`` names (and ``auto``, ``none``) -> the syntaxes they read.
+REASONING_PARSERS: dict[str, tuple[str, ...]] = {
+    "auto": _ALL,
+    "none": (),
+    "deepseek_r1": ("think",),
+    "deepseek_v3": ("think",),
+    "qwen3": ("think",),
+    "glm45": ("think",),
+    "ernie45": ("think",),
+    "hunyuan_a13b": ("think",),
+    "minimax_m2": ("think",),
+    "minimax_m2_append_think": ("think",),
+    "olmo3": ("think",),
+    "step3": ("think",),
+    "kimi_k2": ("think", "kimi"),
+    "seed_oss": ("seed",),
+    "mistral": ("mistral",),
+    "cohere_command3": ("cohere",),
+    "granite": ("granite",),
+    "openai_gptoss": ("harmony",),
+}
+
+_GRANITE_THOUGHT = "Here is my thought process:"
+_GRANITE_RESPONSE = "Here is my response:"
+_HARMONY_HEAD = re.compile(r"(?:<\|start\|>([^<\n]{0,200}))?<\|channel\|>([^<\n]{0,200})"
+                           r"(?:<\|constrain\|>[^<\n]{0,100})?<\|message\|>")
+_HARMONY_END = re.compile(r"<\|(?:end|return|call)\|>")
+_RECIPIENT = re.compile(r"\bto=(\S+)")
+_BARE_ANALYSIS = "analysis"
+_BARE_FINAL = "assistantfinal"
+
+
+#: Spans of removed reasoning described in :attr:`Answer.dropped` (more are counted).
+MAX_DROPPED_NOTES = 20
+
+
+@dataclass
+class Answer:
+    """A completion's answer: ``text`` (reasoning removed), ``calls`` (tool calls the
+    reasoning syntax itself delimits: harmony's messages to ``functions.*``, as ``{"name",
+    "arguments"}`` dicts, in order) and ``dropped`` (what was removed, a short description
+    per span, for the record)."""
+
+    text: str
+    calls: list[dict] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    more_dropped: int = 0
+
+    def drop(self, what: str) -> None:
+        """Note a removed span (the first :data:`MAX_DROPPED_NOTES`; the rest counted)."""
+        if len(self.dropped) < MAX_DROPPED_NOTES:
+            self.dropped.append(what)
+        else:
+            self.more_dropped += 1
+
+
+def check_reasoning_parser(name: str) -> str:
+    """``name`` when it is a known reasoning parser.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+    """
+    if name not in REASONING_PARSERS:
+        raise ValueError(f"unknown reasoning parser {name!r}; known: "
+                         f"{', '.join(sorted(REASONING_PARSERS))}")
+    return name
+
+
+def answer(text: str, parser: str = "auto") -> Answer:
+    """The answer in ``text`` under the reasoning ``parser`` (a name of
+    :data:`REASONING_PARSERS`).
+
+    Raises:
+        ValueError: an unknown parser name.
+    """
+    syntaxes = REASONING_PARSERS[check_reasoning_parser(parser)]
+    out = Answer(text)
+    if "harmony" in syntaxes and "<|channel|>" in text:
+        _harmony(out)
+    elif "harmony" in syntaxes and text.startswith(_BARE_ANALYSIS):
+        _bare_harmony(out)
+    if "granite" in syntaxes:
+        _granite(out)
+    tags = [TAGS[s] for s in syntaxes if s in TAGS]
+    if tags:
+        _tags(out, tags)
+    return out
+
+
+_TEXT = re.compile(r"\S")
+
+
+class DiffLines:
+    """Where the lines of a text are, to tell a tag from text in a diff content line. Each
+    line is read once (its first and last non-space character after the marker), so any
+    number of questions about one long line stays linear."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+        self._lines: dict[int, tuple[int, int] | None] = {}
+
+    def _line(self, k: int) -> tuple[int, int] | None:
+        """(first, last) non-space positions after the marker of line ``k``, or None when
+        it is no diff content line (or holds no text after its marker)."""
+        if k not in self._lines:
+            first = self.breaks[k - 1] + 1 if k else 0
+            last = self.breaks[k] if k < len(self.breaks) else len(self.text)
+            found = None
+            if self.text[first:first + 1] in ("+", "-", " "):
+                m = _TEXT.search(self.text, first + 1, last)
+                if m is not None:
+                    body = self.text[m.start():last].rstrip()
+                    found = (m.start(), m.start() + len(body) - 1)
+            self._lines[k] = found
+        return self._lines[k]
+
+    def in_diff_line(self, start: int, end: int) -> bool:
+        """Whether ``text[start:end]`` is inside a diff content line: the line starts with
+        ``+``, ``-`` or a space and has other text both before and after it."""
+        span = self._line(bisect.bisect_left(self.breaks, start))
+        return span is not None and span[0] < start and span[1] >= end
+
+
+def _tags(out: Answer, pairs: list[tuple[str, str]]) -> None:
+    """Drop tag-delimited reasoning (one pass, linear in the text)."""
+    text = out.text
+    closing_of = {o: c for o, c in pairs}
+    pattern = re.compile("|".join(re.escape(t) for pair in pairs for t in pair))
+    closings = set(closing_of.values())
+    kept, pos, opened, opened_at = [], 0, None, 0
+    lines = DiffLines(text)
+    for m in pattern.finditer(text):
+        tag = m.group(0)
+        if lines.in_diff_line(m.start(), m.end()):
+            continue  # code the diff adds or removes, e.g. ``+END = "</think>"``
+        if opened is None and tag in closing_of:
+            kept.append(text[pos:m.start()])
+            opened, opened_at = tag, m.start()
+        elif opened is None and tag in closings:  # closed, never opened: the prompt opened it
+            out.drop(f"reasoning before a lone {tag} ({m.start()} characters)")
+            kept, pos = [], m.end()
+        elif opened is not None and tag == closing_of[opened]:
+            out.drop(f"{opened}...{tag} reasoning ({m.end() - opened_at} characters)")
+            opened, pos = None, m.end()
+    if opened is None:
+        kept.append(text[pos:])
+    else:
+        out.drop(f"{opened} reasoning never closed "
+                           f"({len(text) - opened_at} characters)")
+    out.text = "\n".join(kept) if len(kept) > 1 else "".join(kept)
+
+
+def _granite(out: Answer) -> None:
+    stripped = out.text.lstrip()
+    if not stripped.startswith(_GRANITE_THOUGHT):
+        return
+    cut = stripped.find(_GRANITE_RESPONSE)
+    if cut < 0:
+        out.drop("granite thought process, no response")
+        out.text = ""
+        return
+    out.drop(f"granite thought process ({cut} characters)")
+    out.text = stripped[cut + len(_GRANITE_RESPONSE):]
+
+
+def _bare_harmony(out: Answer) -> None:
+    """A harmony completion decoded without special tokens: the answer follows the last
+    ``assistantfinal``."""
+    cut = out.text.rfind(_BARE_FINAL)
+    if cut < 0:  # no final message, or plain text that starts with the word: left as is
+        return
+    out.drop(f"harmony analysis, decoded without its special tokens ({cut} characters)")
+    out.text = out.text[cut + len(_BARE_FINAL):]
+
+
+def _harmony(out: Answer) -> None:
+    """Keep the answer messages of a harmony completion, and its tool calls."""
+    text = out.text
+    heads = list(_HARMONY_HEAD.finditer(text))
+    if not heads:
+        return
+    lines = DiffLines(text)
+    heads = [h for h in heads if not lines.in_diff_line(h.start(), h.end())]
+    if not heads:
+        return
+    if text[:heads[0].start()].strip():
+        out.drop(f"text before the first harmony message "
+                           f"({heads[0].start()} characters)")
+    kept: list[str] = []
+    for i, head in enumerate(heads):
+        stop = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        end = _HARMONY_END.search(text, head.end(), stop)
+        body = text[head.end():end.start() if end else stop]
+        role, channel_part = head.group(1) or "", head.group(2) or ""
+        channel = (channel_part.split() or [""])[0]
+        recipient = _RECIPIENT.search(f"{role} {channel_part}")
+        if recipient and recipient.group(1).startswith("functions."):
+            out.calls.append({"name": recipient.group(1)[len("functions."):],
+                              "arguments": body})
+        elif channel == "final" or (channel == "commentary" and recipient is None):
+            kept.append(body)
+        else:
+            out.drop(f"harmony {channel or 'unnamed'} message "
+                               f"({len(body)} characters)")
+    out.text = "\n".join(kept)
