@@ -456,22 +456,9 @@ def test_one_long_line_full_of_tags_takes_linear_time(completion):
 
 #: Shapes of ``tests/completion_shapes.py`` the extractor does not read yet -> the part of
 #: the work on model output formats that makes them pass (strict: a pass is news).
-_TOOL_SYNTAX = "family tool-call syntaxes (non-JSON calls, several calls per line)"
 _WHICH = "which patch is the answer (split hunks, unfenced corrections, markdown indentation)"
 _CONVERT = "V4A apply_patch and SEARCH/REPLACE converted against the repository"
 PENDING = {
-    **{name: _TOOL_SYNTAX for name in (
-        "deepseek_v31_tool_call", "deepseek_v31_two_calls_one_line",
-        "glm45_think_then_tool_call", "glm45_nothink_two_calls",
-        "glm45_arg_value_with_seed_tag_in_code", "kimi_k2_tool_call",
-        "kimi_k2_two_calls_one_line", "kimi_k2_thinking_draft_then_call",
-        "kimi_k2_reasoning_ended_by_tool_section", "llama3_json_two_calls_semicolon",
-        "minimax_m2_tool_call", "minimax_m2_two_invokes", "mistral_v11_tool_call",
-        "mistral_v11_two_calls_one_line", "mistral_pre_v11_list_after_prose",
-        "magistral_think_then_tool_call", "pythonic_single_call", "pythonic_list_after_prose",
-        "pythonic_triple_quoted", "llama4_pythonic_python_start",
-        "qwen35_tool_call_implicit_reasoning_end", "qwen3_coder_apply_diff",
-        "qwen3_coder_several_calls", "qwen3_coder_call_closed_by_eos", "seed_oss_tool_call")},
     **{name: _WHICH for name in (
         "hunks_split_over_two_fences", "final_unfenced_correction",
         "fence_indented_four_in_numbered_list", "fenced_diff_in_quote_block",
@@ -500,3 +487,57 @@ def test_every_family_s_completion_shape_gives_the_patch_its_model_meant(name, r
         return
     assert found == patch
     assert applies(repo, found) == "git_apply"
+
+
+# --------------------------------------------------------------------------- tool-call syntaxes
+
+
+def test_a_tool_call_parser_reads_only_its_family_s_syntax(ref):
+    mistral = "[TOOL_CALLS]submit_patch[ARGS]" + json.dumps({"patch": ref}) + "</s>"
+    glm = f"<tool_call>submit_patch\n<arg_key>patch</arg_key>\n<arg_value>{ref}</arg_value>\n" \
+          "</tool_call>"
+    assert extract_patch(mistral, tool_call_parser="mistral") == ref
+    assert extract_patch(glm, tool_call_parser="glm45") == ref
+    assert extract_patch(mistral, tool_call_parser="glm45") is None
+    from proctor.rl import find_patch
+
+    assert find_patch(glm, tool_call_parser="glm45").source == "tool_call"
+    assert find_patch(glm, tool_call_parser="none").source == "bare"  # read as text
+    with pytest.raises(ValueError, match="unknown tool-call parser 'qwen'.*qwen3_coder"):
+        extract_patch(glm, tool_call_parser="qwen")
+
+
+def test_a_tool_call_whose_arguments_do_not_parse_is_no_patch_with_the_reason(ref):
+    from proctor.rl import find_patch
+
+    broken = '<tool_call>{"name": "submit_patch", "arguments": {"patch": "' + \
+        ref.replace("\n", "\\n")[:200] + '</tool_call>'
+    found = find_patch(broken)
+    assert found.patch is None and found.source is None
+    assert "a tool call whose JSON does not parse" in found.dropped
+    assert found.why.startswith("no patch in the answer")
+    # a call without a patch argument is named in the notes too
+    found = find_patch('<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>')
+    assert found.patch is None
+    assert found.dropped == ["tool call run_tests: no patch or diff argument holding a diff"]
+
+
+@pytest.mark.parametrize("completion", [
+    "[a(" * 300_000,
+    "<function=a>" * 100_000,
+    '{"name": ' * 100_000,
+    "[TOOL_CALLS]" * 80_000,
+    "<tool_call>a" + " " * 1_000_000,
+    "<|tool_call_begin|>a" + " " * 1_000_000,
+    "\n[x(a=\"" + "b" * 1_000_000,
+    "<tool_call>x<arg_key>" * 100_000,
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>x\n```json\n" * 30_000,
+    "<function=f>" + "<parameter=a>" * 100_000,
+    '<invoke name="a">' + '<parameter name="b">' * 80_000,
+])
+def test_degenerate_tool_call_syntax_takes_linear_time(completion):
+    import time
+
+    start = time.monotonic()
+    assert extract_patch(completion) is None
+    assert time.monotonic() - start < 3.0

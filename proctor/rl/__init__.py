@@ -6,7 +6,7 @@
     proctor/rl/openrlhf.py                           # OpenRLHF file mode (--reward.remote_url)
 
 ``extract_patch`` rules: :mod:`proctor.rl.extract` (reasoning of every model family:
-:mod:`proctor.rl.reasoning`).
+:mod:`proctor.rl.reasoning`; tool-call syntaxes: :mod:`proctor.rl.tool_calls`).
 
 The adapters import their framework lazily (torch for OpenRLHF only if installed);
 ``import proctor.rl`` needs none of them.
@@ -22,7 +22,8 @@ from proctor.rl.completions import (
 )
 from proctor.rl.extract import Extraction, extract_patch, find_patch
 from proctor.rl.reasoning import REASONING_PARSERS
+from proctor.rl.tool_calls import TOOL_CALL_PARSERS
 
-__all__ = ["NO_PATCH", "REASONING_PARSERS", "Completion", "Extraction", "completion_text",
-           "extract_patch", "find_patch", "group_advantages", "is_flagged", "no_patch_record",
-           "score_completions"]
+__all__ = ["NO_PATCH", "REASONING_PARSERS", "TOOL_CALL_PARSERS", "Completion", "Extraction",
+           "completion_text", "extract_patch", "find_patch", "group_advantages", "is_flagged",
+           "no_patch_record", "score_completions"]

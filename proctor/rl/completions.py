@@ -76,8 +76,9 @@ def _with_extraction(rec: RewardRecord, found: Extraction, seconds: float) -> Re
 @dataclass(frozen=True)
 class Completion:
     """One completion to score: its task directory, the completion, an optional explicit
-    patch, ids for the record, and the reasoning syntaxes to remove (``reasoning_parser``,
-    a name of :data:`proctor.rl.reasoning.REASONING_PARSERS`)."""
+    patch, ids for the record, the reasoning syntaxes to remove (``reasoning_parser``, a
+    name of :data:`proctor.rl.reasoning.REASONING_PARSERS`) and the tool-call syntaxes to
+    read (``tool_call_parser``, a name of :data:`proctor.rl.tool_calls.TOOL_CALL_PARSERS`)."""
 
     task: str
     completion: str | list | dict | None
@@ -86,6 +87,7 @@ class Completion:
     group_id: str | None = None
     sample_index: int | None = None
     reasoning_parser: str = "auto"
+    tool_call_parser: str = "auto"
 
 
 def score_completions(entries: list[Completion], options: BatchOptions | None = None
@@ -95,8 +97,8 @@ def score_completions(entries: list[Completion], options: BatchOptions | None = 
     Never raises for a bad entry.
 
     Raises:
-        ValueError: an entry names an unknown reasoning parser (a configuration error,
-            before anything is scored).
+        ValueError: an entry names an unknown reasoning or tool-call parser (a
+            configuration error, before anything is scored).
     """
     options = options or BatchOptions()
     out: list[RewardRecord | None] = [None] * len(entries)
@@ -104,7 +106,8 @@ def score_completions(entries: list[Completion], options: BatchOptions | None = 
     found: list[tuple[Extraction, float]] = []
     for e in entries:
         started = time.perf_counter()
-        found.append((find_patch(e.completion, e.patch, reasoning_parser=e.reasoning_parser),
+        found.append((find_patch(e.completion, e.patch, reasoning_parser=e.reasoning_parser,
+                                 tool_call_parser=e.tool_call_parser),
                       time.perf_counter() - started))
     for i, (e, (got, seconds)) in enumerate(zip(entries, found, strict=True)):
         rid = e.rollout_id or uuid.uuid4().hex

@@ -31,17 +31,22 @@
       ``-`` or a space, with text before and after the tag: ``+END = "</think>"``) is
       code, not a tag; so in 3c. Harmony's messages to ``functions.*`` are tool calls
       (3c), tried before the rest of the answer.
-   c. **Tool calls**: ``<tool_call>{json}</tool_call>`` blocks (Qwen / Hermes; the closing tag
-      may be missing at the end), the whole text being a JSON object or array (Mistral's
-      ``[TOOL_CALLS][...]`` too), the last fenced ``json`` block, or a JSON object starting
-      a line after prose. The JSON is searched for string values under the keys ``patch``
-      or ``diff`` (or ``model_patch``, a SWE-bench prediction's) (in ``arguments``,
-      ``parameters`` or ``input`` objects or JSON strings
-      too, at any depth; such a string that is not JSON is the tool's raw input and counts
-      like a ``patch`` value); the last value holding a patch wins. JSON with raw newlines
-      inside strings is accepted. Other keys (``content`` of a file write) never count.
+   c. **Tool calls**, in every family's syntax (:mod:`proctor.rl.tool_calls`: Hermes
+      ``<tool_call>{json}</tool_call>``, Qwen3-Coder / Seed-OSS ``<function=...>`` XML,
+      GLM-4.5 ``<arg_key>``, Kimi K2 and DeepSeek tokens, Mistral ``[TOOL_CALLS]``,
+      MiniMax ``<invoke>``, pythonic lists, JSON calls anywhere, several per line;
+      ``tool_call_parser`` names which syntaxes to read, ``auto`` all of them), the last
+      call first; then the whole text being a JSON object or array, the last fenced
+      ``json`` block, or a JSON object starting a line after prose. The calls' spans are
+      not searched again by 3d and 3e. The arguments are searched for string values under
+      the keys ``patch``, ``diff`` or ``model_patch`` (a SWE-bench prediction's), in
+      ``arguments``, ``parameters`` or ``input`` objects or JSON strings too, at any depth;
+      such a string that is not JSON is the tool's raw input and counts like a ``patch``
+      value; the last value holding a patch wins. JSON with raw newlines inside strings is
+      accepted. Other keys (``content`` of a file write) never count.
    d. **Fenced blocks** (```` ``` ```` or ``~~~``, 3 or more): the **last** block whose info
-      string starts with ``diff``, ``patch`` or ``udiff``; else the last block of any other
+      string starts with ``diff``, ``patch`` or ``udiff`` and that holds a diff header or
+      hunk line (``diff --git``, ``---``, ``+++``, ``@@``); else the last block of any other
       info string (or none) whose body starts like a unified diff (``diff --git`` or a
       ``--- `` / ``+++ `` pair). Earlier such blocks whose ``---`` / ``+++`` lines name only
       files no later kept block names are joined before it, in order (a diff given one
@@ -78,6 +83,7 @@ import re
 from dataclasses import dataclass, field
 
 from proctor.rl.reasoning import DiffLines, answer, check_reasoning_parser
+from proctor.rl.tool_calls import check_tool_call_parser, find_calls
 
 DIFF_LANGS = ("diff", "patch", "udiff")
 
@@ -88,9 +94,10 @@ _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"{_TOKEN}\Z")
 _ONLY_TOKENS = re.compile(rf"[ \t]*(?:{_TOKEN}[ \t]*)*\Z")
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _OPEN_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)\Z")
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+#: A line a unified diff has: a ``diff --git``, ``---`` / ``+++`` header or a hunk header.
+_DIFF_LINE = re.compile(r"^(?:diff --git |--- |\+\+\+ |@@ )", re.M)
 _GIT_LINE = re.compile(r"diff --git \S+ \S+")
 _GIT_HEADERS = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", "old mode",
                 "new mode", "similarity index", "dissimilarity index", "rename from",
@@ -111,13 +118,15 @@ _NOT_ANSWER = ("reasoning", "thinking", "redacted_thinking", "function_call_outp
 class Extraction:
     """What the extraction decided, for the record: ``patch`` (ending in a newline; None:
     no patch), ``source`` (where the patch came from: ``explicit``, ``tool_call``,
-    ``fenced``, ``bare``; None without a patch), the ``reasoning_parser`` used, ``reasoning``
+    ``fenced``, ``bare``; None without a patch), the ``reasoning_parser`` and
+    ``tool_call_parser`` used, ``reasoning``
     (the reasoning spans removed, described), ``dropped`` (diffs and tool calls seen and
     left out, with why) and ``why`` (no patch: one line saying what was looked for)."""
 
     patch: str | None = None
     source: str | None = None
     reasoning_parser: str = "auto"
+    tool_call_parser: str = "auto"
     reasoning: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     why: str | None = None
@@ -125,6 +134,7 @@ class Extraction:
     def details(self) -> dict:
         """The record's ``evidence["extraction"].details``: every field but the patch."""
         return {"source": self.source, "reasoning_parser": self.reasoning_parser,
+                "tool_call_parser": self.tool_call_parser,
                 "reasoning_removed": self.reasoning, "dropped": self.dropped,
                 **({"why": self.why} if self.why else {})}
 
@@ -137,11 +147,15 @@ MAX_NOTES = 20
 
 
 class _Seen:
-    """The extraction under way: its reasoning parser and the notes it collects."""
+    """The extraction under way: its parsers and the notes it collects."""
 
-    def __init__(self, parser: str):
-        self.out = Extraction(reasoning_parser=parser)
+    def __init__(self, parser: str, tool_parser: str):
+        self.out = Extraction(reasoning_parser=parser, tool_call_parser=tool_parser)
         self.more = 0
+
+    @property
+    def tool_parser(self) -> str:
+        return self.out.tool_call_parser
 
     @property
     def parser(self) -> str:
@@ -155,17 +169,20 @@ class _Seen:
 
 
 def find_patch(completion: str | list | dict | None, explicit: str | None = None, *,
-               reasoning_parser: str = "auto") -> Extraction:
+               reasoning_parser: str = "auto", tool_call_parser: str = "auto") -> Extraction:
     """The patch in ``completion`` (a string, a message dict or a list of messages or
     Responses items) and how it was found; ``explicit`` wins when it is a non-blank
     string. ``reasoning_parser``: the reasoning syntaxes to remove (a name of
-    :data:`proctor.rl.reasoning.REASONING_PARSERS`; ``auto``: all). The rules are in this
-    module's docstring. Never raises for the completion.
+    :data:`proctor.rl.reasoning.REASONING_PARSERS`; ``auto``: all); ``tool_call_parser``:
+    the tool-call syntaxes to read (a name of :data:`proctor.rl.tool_calls.TOOL_CALL_PARSERS`;
+    ``auto``: all). The rules are in this module's docstring. Never raises for the
+    completion.
 
     Raises:
-        ValueError: an unknown ``reasoning_parser`` (a configuration error).
+        ValueError: an unknown parser name (a configuration error).
     """
-    seen = _Seen(check_reasoning_parser(reasoning_parser))
+    seen = _Seen(check_reasoning_parser(reasoning_parser),
+                 check_tool_call_parser(tool_call_parser))
     out = seen.out
     if isinstance(explicit, str) and explicit.strip():
         out.patch, out.source = explicit, "explicit"
@@ -188,13 +205,15 @@ def find_patch(completion: str | list | dict | None, explicit: str | None = None
 
 
 def extract_patch(completion: str | list | dict | None, explicit: str | None = None, *,
-                  reasoning_parser: str = "auto") -> str | None:
+                  reasoning_parser: str = "auto", tool_call_parser: str = "auto"
+                  ) -> str | None:
     """:func:`find_patch`'s patch: ending in a newline, or None when there is none.
 
     Raises:
-        ValueError: an unknown ``reasoning_parser`` (a configuration error).
+        ValueError: an unknown parser name (a configuration error).
     """
-    return find_patch(completion, explicit, reasoning_parser=reasoning_parser).patch
+    return find_patch(completion, explicit, reasoning_parser=reasoning_parser,
+                      tool_call_parser=tool_call_parser).patch
 
 
 # --------------------------------------------------------------------------- messages, JSON
@@ -324,28 +343,31 @@ def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noq
     for what in said.dropped:
         seen.note(seen.out.reasoning, what)
     seen.more += said.more_dropped
-    text = _strip_tokens(said.text)
-    if tools:
+    text = said.text
+    if tools:  # before the special tokens go: [TOOL_CALLS] and DeepSeek's open calls
         for call in reversed(said.calls):
             if (found := _from_json(call, seen, _call_name(call))) is not None:
                 return found
         lines = DiffLines(text)
-        calls = [m for m in _TOOL_CALL.finditer(text)
-                 if not lines.in_diff_line(m.start(), m.start() + len("<tool_call>"))]
-        for m in reversed(calls):
-            parsed = _loads(m.group(1).strip())
-            if parsed is None:
-                seen.note(seen.out.dropped, "a <tool_call> block whose JSON does not parse")
-            elif (found := _from_json(parsed, seen, _call_name(parsed))) is not None:
+        calls = [c for c in find_calls(text, seen.tool_parser)
+                 if not lines.in_diff_line(c.start, c.start + 1)]
+        for call in reversed(calls):
+            if isinstance(call.arguments, str) and not call.name:
+                seen.note(seen.out.dropped, "a tool call whose JSON does not parse")
+            elif (found := _from_json(call.as_json(), seen,
+                                      _call_name(call.as_json()))) is not None:
                 return found
         kept, pos = [], 0
-        for m in calls:
-            kept.append(text[pos:m.start()])
-            pos = m.end()
-        text = "".join(kept) + text[pos:]
+        for call in calls:
+            if call.start >= pos:
+                kept.append(text[pos:call.start])
+                pos = call.end
+        text = _strip_tokens("".join(kept) + text[pos:])
         if text.lstrip().startswith(("{", "[")) and (doc := _loads(text.strip())) is not None:
             if (found := _from_json(doc, seen, "the JSON answer")) is not None:
                 return found
+    else:
+        text = _strip_tokens(text)
     lines = text.split("\n")
     blocks, outside = _fenced_blocks(lines)
     if tools:
@@ -356,7 +378,7 @@ def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noq
         after_prose = _json_after_prose(text)
         if (found := _from_json(after_prose, seen, _call_name(after_prose))) is not None:
             return found
-    tagged = [body for lang, body in blocks if lang in DIFF_LANGS and body.strip()]
+    tagged = [body for lang, body in blocks if lang in DIFF_LANGS and _DIFF_LINE.search(body)]
     if tagged:
         return _joined(tagged, seen, "fenced diff block", "fenced")
     diffs = [body for lang, body in blocks if _starts_like_diff(body)]
@@ -366,7 +388,7 @@ def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noq
         if lang in _WRAPPER_LANGS:
             inner, _ = _fenced_blocks(body.split("\n"))
             found = [b for lang_, b in inner
-                     if (lang_ in DIFF_LANGS and b.strip()) or _starts_like_diff(b)]
+                     if (lang_ in DIFF_LANGS and _DIFF_LINE.search(b)) or _starts_like_diff(b)]
             if found:
                 seen.out.source = "fenced"
                 return found[-1]

@@ -11,7 +11,9 @@ check. What is reasoning, by family (the names are vLLM's ``--reasoning-parser``
   Command A). A block is dropped from its opening tag to the closing tag of the same
   syntax; everything before a closing tag that was never opened (the chat template opened
   it in the prompt), and everything after an opening tag never closed (the completion ran
-  out while reasoning). A tag inside a diff content line (a line starting with ``+``,
+  out while reasoning) unless a tool call follows it (the call ends the reasoning, as
+  Kimi K2's and Qwen3.5's parsers read it). A tag inside a diff content line (a line
+  starting with ``+``,
   ``-`` or a space, with text before and after the tag: ``+END = "</think>"``) is code,
   not a tag.
 * **granite**: a completion that starts with ``Here is my thought process:`` is reasoning
@@ -101,16 +103,20 @@ class Answer:
             self.more_dropped += 1
 
 
-def check_reasoning_parser(name: str) -> str:
-    """``name`` when it is a known reasoning parser.
+def known_parser(kind: str, name: str, parsers: dict) -> str:
+    """``name`` when it is a key of ``parsers`` (the ``kind`` of parser, for the message).
 
     Raises:
         ValueError: an unknown name (the message lists the known ones).
     """
-    if name not in REASONING_PARSERS:
-        raise ValueError(f"unknown reasoning parser {name!r}; known: "
-                         f"{', '.join(sorted(REASONING_PARSERS))}")
+    if name not in parsers:
+        raise ValueError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(parsers))}")
     return name
+
+
+def check_reasoning_parser(name: str) -> str:
+    """``name`` when it is a known reasoning parser (:func:`known_parser`)."""
+    return known_parser("reasoning", name, REASONING_PARSERS)
 
 
 def answer(text: str, parser: str = "auto") -> Answer:
@@ -193,9 +199,28 @@ def _tags(out: Answer, pairs: list[tuple[str, str]]) -> None:
     if opened is None:
         kept.append(text[pos:])
     else:
-        out.drop(f"{opened} reasoning never closed "
-                           f"({len(text) - opened_at} characters)")
+        call = _first_call_opener(text, opened_at, lines)
+        if call is None:
+            out.drop(f"{opened} reasoning never closed ({len(text) - opened_at} characters)")
+        else:  # a tool call ends it (Kimi K2, Qwen3.5): the call is the answer
+            out.drop(f"{opened} reasoning ended by a tool call ({call - opened_at} characters)")
+            kept.append(text[call:])
     out.text = "\n".join(kept) if len(kept) > 1 else "".join(kept)
+
+
+#: What starts a tool call in some family's syntax (:mod:`proctor.rl.tool_calls`): it ends
+#: reasoning that was never closed, as the families' own parsers read it.
+_CALL_OPENER = re.compile(r"<tool_call>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
+                          r"|<｜tool▁calls▁begin｜>|<｜tool▁call▁begin｜>|\[TOOL_CALLS\]"
+                          r"|<minimax:tool_call>|<seed:tool_call>|<function=")
+
+
+def _first_call_opener(text: str, start: int, lines: DiffLines) -> int | None:
+    """Where the first tool call after ``start`` begins (not in a diff line), or None."""
+    for m in _CALL_OPENER.finditer(text, start):
+        if not lines.in_diff_line(m.start(), m.end()):
+            return m.start()
+    return None
 
 
 def _granite(out: Answer) -> None:
