@@ -456,13 +456,8 @@ def test_one_long_line_full_of_tags_takes_linear_time(completion):
 
 #: Shapes of ``tests/completion_shapes.py`` the extractor does not read yet -> the part of
 #: the work on model output formats that makes them pass (strict: a pass is news).
-_WHICH = "which patch is the answer (split hunks, unfenced corrections, markdown indentation)"
 _CONVERT = "V4A apply_patch and SEARCH/REPLACE converted against the repository"
 PENDING = {
-    **{name: _WHICH for name in (
-        "hunks_split_over_two_fences", "final_unfenced_correction",
-        "fence_indented_four_in_numbered_list", "fenced_diff_in_quote_block",
-        "bare_diff_in_quote_block")},
     **{name: _CONVERT for name, shape in completion_shapes.SHAPES.items()
        if shape.expect == "v4a"},
 }
@@ -541,3 +536,37 @@ def test_degenerate_tool_call_syntax_takes_linear_time(completion):
     start = time.monotonic()
     assert extract_patch(completion) is None
     assert time.monotonic() - start < 3.0
+
+
+# --------------------------------------------------------------------------- which patch
+
+
+def test_per_file_the_last_edit_wins_and_split_hunks_are_joined(repo, make_toolz_patch):
+    from proctor.rl import find_patch
+
+    patch = completion_shapes.SAMPLE_PATCH
+    first, second = completion_shapes.split_second_hunk(patch)
+    draft = completion_shapes.SAMPLE_DRAFT
+    # a draft of the first hunk, then the first hunk, then the second alone (no header)
+    found = find_patch(f"Try:\n```diff\n{draft}```\nNo:\n```diff\n{first}```\n"
+                       f"And:\n```diff\n{second}```")
+    assert found.patch == patch and found.source == "fenced"
+    assert applies(repo, found.patch) == "git_apply"
+    assert any("overlaps a later edit" in n for n in found.dropped), found.dropped
+    assert any("joined to the file's last edit" in n for n in found.dropped), found.dropped
+    # a new file given twice: the last one, whole
+    one = make_toolz_patch({"toolz/extra.py": (None, "X = 1\n")}).decode()
+    two = make_toolz_patch({"toolz/extra.py": (None, "X = 2\n")}).decode()
+    found = find_patch(f"```diff\n{one}```\nBetter:\n{two}\nDone.")
+    assert found.patch == two and found.source == "bare"
+    assert found.dropped == ["toolz/extra.py: diff 1 changes the file again later: left out"]
+
+
+def test_a_diff_quoted_or_indented_under_a_list_item_is_read(repo, ref):
+    quoted = "".join(f"> {line}" for line in f"```diff\n{ref}```\n".splitlines(keepends=True))
+    nested = "".join(f"> > {line}" for line in ref.splitlines(keepends=True))
+    listed = "1. Apply:\n\n" + "".join(
+        f"        {line}" for line in f"```diff\n{ref}```\n".splitlines(keepends=True))
+    for completion in (quoted, nested, listed):
+        assert extract_patch(completion) == ref, completion[:200]
+    assert applies(repo, ref) == "git_apply"

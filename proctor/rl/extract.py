@@ -44,29 +44,34 @@
       such a string that is not JSON is the tool's raw input and counts like a ``patch``
       value; the last value holding a patch wins. JSON with raw newlines inside strings is
       accepted. Other keys (``content`` of a file write) never count.
-   d. **Fenced blocks** (```` ``` ```` or ``~~~``, 3 or more): the **last** block whose info
-      string starts with ``diff``, ``patch`` or ``udiff`` and that holds a diff header or
-      hunk line (``diff --git``, ``---``, ``+++``, ``@@``); else the last block of any other
-      info string (or none) whose body starts like a unified diff (``diff --git`` or a
-      ``--- `` / ``+++ `` pair). Earlier such blocks whose ``---`` / ``+++`` lines name only
-      files no later kept block names are joined before it, in order (a diff given one
-      block per file); one naming a file a later block changes is a draft, left out.
-      A block closes at a fence line with the opening's indentation and at least its
-      length, followed by nothing but spaces and special tokens
-      (```` ```</s> ````); in a ``diff`` block any line starting with the fence closes it (a
-      diff line never starts with a backtick). A block never closed (the completion ended
-      with EOS inside it) runs to the end of the text. An indented opening fence's
-      indentation is removed from its body lines. When no block qualifies, the blocks
-      inside the last ``markdown`` / ``md`` / untagged block that has one are tried the
-      same way (a ```` ````markdown ```` wrapper around the ```` ```diff ```` block).
-   e. **A bare diff**, outside fenced blocks, possibly after prose: from a line starting with
+   d. **The diffs of the answer**, fenced or bare, compete on position, not on form
+      (:mod:`proctor.rl.diff_choice`): **per file, the last complete edit wins**; hunks of
+      one file split over several diffs are joined when they do not overlap (a diff that
+      starts with a hunk continues the file the diff before it ended with); an earlier
+      overlapping hunk is a draft, left out. Markdown quote markers (``> ``) are removed
+      first (no diff line starts with ``>``).
+
+      *Fenced* (```` ``` ```` or ``~~~``, 3 or more, indented at most 3 spaces, a diff one
+      any number: inside a list item): a block whose info string starts with ``diff``,
+      ``patch`` or ``udiff`` and that holds a diff header or hunk line (``diff --git``,
+      ``---``, ``+++``, ``@@``), or a block of any other info string (or none) whose body
+      starts like a unified diff (``diff --git`` or a ``--- `` / ``+++ `` pair). A block
+      closes at a fence line with the opening's indentation and at least its length,
+      followed by nothing but spaces and special tokens (```` ```</s> ````); in a ``diff``
+      block any line starting with the fence closes it (a diff line never starts with a
+      backtick). A block never closed (the completion ended with EOS inside it) runs to
+      the end of the text. An indented opening fence's indentation is removed from its
+      body lines.
+
+      *Bare*, outside fenced blocks, possibly after prose: from a line starting with
       ``diff --git `` (followed by git header lines or a hunk) or a ``--- `` / ``+++ `` /
       ``@@ -`` triple, through the lines a unified diff is made of (headers, hunks, `` ``,
       ``+``, ``-``, ``\\ No newline at end of file``; a blank line only while the hunk's
       counts still expect lines, as models strip the space of empty context lines); text
-      after it is not part of it. The last bare diff wins, joined with earlier ones as in
-      3d. A sentence that mentions
-      ``diff --git`` is not a patch.
+      after it is not part of it. A sentence that mentions ``diff --git`` is not a patch.
+   e. When the answer has no diff, the blocks inside the last ``markdown`` / ``md`` /
+      untagged block that has one are tried (a ```` ````markdown ```` wrapper around the
+      ```` ```diff ```` block).
 
 The patch is returned with its line endings byte for byte: a ``\\r`` before a newline may
 be the repository file's own CRLF, which the apply step needs; only fence and diff-line
@@ -82,6 +87,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from proctor.rl.diff_choice import Segment, choose
 from proctor.rl.reasoning import DiffLines, answer, check_reasoning_parser
 from proctor.rl.tool_calls import check_tool_call_parser, find_calls
 
@@ -94,7 +100,7 @@ _TOKEN = SPECIAL_TOKEN
 _LEAD = re.compile(rf"\A(?:\s*{_TOKEN}(?:[ \t]*(?:assistant|model)(?=\s|<))?)+\s*?(?:\r?\n)?")
 _TRAIL = re.compile(rf"{_TOKEN}\Z")
 _ONLY_TOKENS = re.compile(rf"[ \t]*(?:{_TOKEN}[ \t]*)*\Z")
-_OPEN_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)\Z")
+_OPEN_FENCE = re.compile(r"( {0,16})(`{3,}|~{3,})(.*)\Z")
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 #: A line a unified diff has: a ``diff --git``, ``---`` / ``+++`` header or a hunk header.
 _DIFF_LINE = re.compile(r"^(?:diff --git |--- |\+\+\+ |@@ )", re.M)
@@ -103,6 +109,7 @@ _GIT_HEADERS = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", 
                 "new mode", "similarity index", "dissimilarity index", "rename from",
                 "rename to", "copy from", "copy to", "Binary files", "diff --git ")
 _WRAPPER_LANGS = ("markdown", "md", "")
+_QUOTE = re.compile(r"^(?:>[ ]?)+", re.M)
 _PATCH_KEYS = ("patch", "diff", "model_patch")
 _NESTED_KEYS = ("arguments", "parameters", "input", "function")
 #: Content parts and items that hold the model's answer text.
@@ -368,63 +375,36 @@ def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noq
                 return found
     else:
         text = _strip_tokens(text)
-    lines = text.split("\n")
+    # markdown quotes go (no diff line starts with ">"): a diff quoted is a diff
+    lines = _QUOTE.sub("", text).split("\n")
     blocks, outside = _fenced_blocks(lines)
     if tools:
-        for lang, body in reversed(blocks):
+        for lang, body, _ in reversed(blocks):
             if lang == "json" and (found := _from_json(
                     _loads(body.strip()), seen, "a fenced json block")) is not None:
                 return found
         after_prose = _json_after_prose(text)
         if (found := _from_json(after_prose, seen, _call_name(after_prose))) is not None:
             return found
-    tagged = [body for lang, body in blocks if lang in DIFF_LANGS and _DIFF_LINE.search(body)]
-    if tagged:
-        return _joined(tagged, seen, "fenced diff block", "fenced")
-    diffs = [body for lang, body in blocks if _starts_like_diff(body)]
-    if diffs:
-        return _joined(diffs, seen, "fenced block", "fenced")
-    for lang, body in reversed(blocks):
+    segments = [Segment(body, "fenced", start) for lang, body, start in blocks
+                if (lang in DIFF_LANGS and _DIFF_LINE.search(body)) or _starts_like_diff(body)]
+    segments += [Segment(diff, "bare", start) for diff, start in _bare_diffs(lines, outside)]
+    if segments:
+        choice = choose(segments)
+        for note in choice.notes:
+            seen.note(seen.out.dropped, note)
+        if choice.patch is not None:
+            seen.out.source = choice.kind
+            return choice.patch
+    for lang, body, _ in reversed(blocks):
         if lang in _WRAPPER_LANGS:
             inner, _ = _fenced_blocks(body.split("\n"))
-            found = [b for lang_, b in inner
+            found = [b for lang_, b, _ in inner
                      if (lang_ in DIFF_LANGS and _DIFF_LINE.search(b)) or _starts_like_diff(b)]
             if found:
                 seen.out.source = "fenced"
                 return found[-1]
-    bare = _bare_diffs(lines, outside)
-    return _joined(bare, seen, "bare diff", "bare") if bare else None
-
-
-_FILE_LINE = re.compile(r"(?:--- |\+\+\+ )(?:[ab]/)?(\S+)")
-
-
-def _files(diff: str) -> set[str]:
-    """Paths a diff's ``---`` / ``+++`` header lines name (``/dev/null`` left out)."""
-    return {m.group(1) for m in _FILE_LINE.finditer(diff)
-            if m.start() == 0 or diff[m.start() - 1] == "\n"} - {"/dev/null", "dev/null"}
-
-
-def _joined(diffs: list[str], seen: _Seen, kind: str, source: str) -> str:
-    """The last diff, after the earlier ones that name only files no later kept one does
-    (one diff per file); an earlier diff of a file a later one changes is a draft (noted
-    in ``seen`` as a ``kind`` left out). The source becomes ``source``."""
-    seen.out.source = source
-    kept, names = [diffs[-1]], _files(diffs[-1])
-    if not names:
-        for i in range(len(diffs) - 1):
-            seen.note(seen.out.dropped, f"{kind} {i + 1} of {len(diffs)}: the last one wins")
-        return diffs[-1]
-    for i in range(len(diffs) - 2, -1, -1):
-        files = _files(diffs[i])
-        if files and not files & names:
-            kept.append(diffs[i] if diffs[i].endswith("\n") else diffs[i] + "\n")
-            names |= files
-        else:
-            shown = ", ".join(sorted(files)[:3]) or "no file named"
-            seen.note(seen.out.dropped, f"{kind} {i + 1} of {len(diffs)} ({shown}): a later "
-                                        "one changes the same file(s)")
-    return "".join(reversed(kept))
+    return None
 
 
 def _json_after_prose(text: str):
@@ -439,9 +419,10 @@ def _json_after_prose(text: str):
         return None
 
 
-def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str]], list[bool]]:
-    """(info word lowercased, body) of every fenced block, and per line whether it is
-    outside every block."""
+def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str, int]], list[bool]]:
+    """(info word lowercased, body, line of the opening fence) of every fenced block, and
+    per line whether it is outside every block. A fence is indented at most 3 spaces, a
+    ``diff`` / ``patch`` / ``udiff`` one any number (inside a list item)."""
     blocks, outside = [], [True] * len(lines)
     i = 0
     while i < len(lines):
@@ -451,6 +432,9 @@ def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str]], list[bool]]
             continue
         indent, fence, info = len(m.group(1)), m.group(2), m.group(3).strip()
         lang = info.split()[0].lower() if info else ""
+        if indent > 3 and lang not in DIFF_LANGS:
+            i += 1
+            continue
         body, j = [], i + 1
         while j < len(lines):
             line = lines[j]
@@ -463,7 +447,7 @@ def _fenced_blocks(lines: list[str]) -> tuple[list[tuple[str, str]], list[bool]]
             j += 1
         for k in range(i, min(j + 1, len(lines))):
             outside[k] = False
-        blocks.append((lang, "\n".join(body) + ("\n" if j < len(lines) else "")))
+        blocks.append((lang, "\n".join(body) + ("\n" if j < len(lines) else ""), i))
         i = j + 1
     return blocks, outside
 
@@ -476,12 +460,13 @@ def _starts_like_diff(body: str) -> bool:
     return len(lines) > 1 and first.startswith("--- ") and lines[1].startswith("+++ ")
 
 
-def _bare_diffs(lines: list[str], outside: list[bool]) -> list[str]:
+def _bare_diffs(lines: list[str], outside: list[bool]) -> list[tuple[str, int]]:
+    """(text, first line) of every diff outside the fenced blocks."""
     found, i = [], 0
     while i < len(lines):
         if outside[i] and _diff_starts_at(lines, i):
             end = _diff_end(lines, i)
-            found.append("\n".join(lines[i:end]) + "\n")
+            found.append(("\n".join(lines[i:end]) + "\n", i))
             i = end
         else:
             i += 1
