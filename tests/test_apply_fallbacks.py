@@ -87,3 +87,81 @@ def test_honest_fix_with_wrong_hunk_counts_applies_with_recount(toolz_task, dock
     # the host cannot read hunks with wrong counts (it raised, an internal error, once):
     # the sandbox makes the mutants, from what git apply --recount wrote
     assert rec.evidence["mutation"].details["generated_on"] == "sandbox"
+
+
+def test_a_hunk_whose_counts_differ_from_its_body_is_named_and_only_recounted():
+    from proctor.patch import apply_variants, miscounted_hunks
+
+    two = PATCH.replace("@@ -1,2 +1,2 @@", "@@ -1,1 +1,1 @@")  # smaller than its body
+    assert miscounted_hunks(PATCH.encode()) == []
+    assert miscounted_hunks(PATCH.replace("\n \n", "\n\n").encode()) == []  # lost spaces
+    assert miscounted_hunks(two.encode()) == [
+        "pkg/mod.py @@ -1,1 +1,1 @@: body has 2/2 lines"]
+    assert [n for n, _, _ in apply_variants(two.encode())] == [
+        "git_apply_recount", "git_apply_lf_recount"]
+    assert [n for n, _, _ in apply_variants(PATCH.encode())][0] == "git_apply"
+
+
+@pytest.mark.docker
+def test_a_fix_whose_hunk_counts_are_smaller_than_its_body_is_applied_whole(
+        toolz_task, docker_ready):
+    # plain `git apply` applies such a hunk up to its counts and says it applied: half of
+    # the reference fix (its first change of two) was scored, 0.66 instead of 0.998
+    from proctor import score
+
+    ref = (toolz_task / "reference.patch").read_bytes()
+    short = ref.replace(b"@@ -805,13 +805,13 @@", b"@@ -805,6 +805,6 @@")
+    assert short != ref
+    rec = score(toolz_task, short, rollout_id="short-counts")
+    assert rec.status == "scored" and rec.apply_strategy == "git_apply_recount"
+    assert rec.reward == pytest.approx(0.998)
+    assert rec.evidence["apply"].details == {"recounted_hunks": [
+        "toolz/itertoolz.py @@ -805,6 +805,6 @@ def getter(index):: body has 13/13 lines"]}
+
+
+def test_a_patch_without_prefixes_is_tried_with_p0_first_and_read_so_for_integrity():
+    from proctor.patch import applied_as, apply_variants
+
+    bare = PATCH.replace("a/pkg", "pkg").replace("b/pkg", "pkg")
+    names = [n for n, _, _ in apply_variants(bare.encode())]
+    assert names[0] == "git_apply_p0" and "git_apply" in names
+    assert applied_as(bare.encode(), "git_apply_recount_p0")[0] == ["--recount", "-p0"]
+    # -p1 would read "mod.py"; -p0 reads the path as written: both are checked
+    assert git_listed_paths(bare.encode()) == {"mod.py"}
+    assert git_listed_paths(bare.encode(), p0=True) == {"pkg/mod.py"}
+    assert _git_paths_as_applied(bare.encode()) == {"pkg/mod.py", "mod.py"}
+    assert [n for n, _, _ in apply_variants(PATCH.encode())][0] == "git_apply"
+
+
+def test_a_hunk_without_context_gets_the_unidiff_zero_strategies():
+    from proctor.patch import applied_as, apply_variants
+
+    zero = PATCH.replace("@@ -1,2 +1,2 @@\n def f():\n", "@@ -2 +2 @@\n")
+    names = [n for n, _, _ in apply_variants(zero.encode())]
+    assert names[:2] == ["git_apply", "git_apply_recount"]
+    assert "git_apply_unidiff_zero" in names
+    assert applied_as(zero.encode(), "git_apply_unidiff_zero")[0] == ["--unidiff-zero"]
+    assert not any(n.endswith("_unidiff_zero") for n, _, _ in apply_variants(PATCH.encode()))
+
+
+@pytest.mark.docker
+def test_patches_without_prefixes_or_context_score_like_the_reference(toolz_task, docker_ready):
+    from proctor import score
+
+    ref = (toolz_task / "reference.patch").read_bytes()
+    bare = ref.replace(b"a/toolz/", b"toolz/").replace(b"b/toolz/", b"toolz/")
+    rec = score(toolz_task, bare, rollout_id="p0")
+    assert rec.status == "scored" and rec.apply_strategy == "git_apply_p0", rec.error
+    assert rec.reward == pytest.approx(0.998)
+    lines = ref.decode().splitlines(keepends=True)
+    # the same fix as two hunks with no context (what `git diff -U0` writes)
+    head = "".join(lines[:4])
+    removed = [(i, ln) for i, ln in enumerate(lines) if ln.startswith("-") and i > 3]
+    added = [ln for ln in lines if ln.startswith("+") and not ln.startswith("+++")]
+    start = int(lines[4].split()[1].split(",")[0][1:])
+    body = "".join(f"@@ -{start + i - 5} +{start + i - 5} @@\n{old}{new}"
+                   for (i, old), new in zip(removed, added, strict=True))
+    rec = score(toolz_task, (head + body).encode(), rollout_id="u0")
+    assert rec.status == "scored" and rec.apply_strategy == "git_apply_unidiff_zero", \
+        (rec.error, rec.evidence["apply"].output)
+    assert rec.reward == pytest.approx(0.998)

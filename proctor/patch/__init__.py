@@ -5,7 +5,13 @@ application, and the one serialised ``ast.parse`` for untrusted source. Pure; no
 from __future__ import annotations
 
 from proctor.patch.additions import AddedLine, added_lines
-from proctor.patch.apply import APPLY_STRATEGIES, applied_as, apply_variants
+from proctor.patch.apply import (
+    APPLY_STRATEGIES,
+    applied_as,
+    apply_variants,
+    miscounted_hunks,
+    without_prefixes,
+)
 from proctor.patch.diffstat import code_lines_changed
 from proctor.patch.parse import (
     PatchSummary,
@@ -25,6 +31,6 @@ __all__ = [
     "APPLY_STRATEGIES", "AddedLine", "HunkMismatch", "MAX_PATCH_BYTES", "PatchSummary",
     "PatchUnparseable", "PathRejected", "ScreenedPatch", "TouchedPath", "added_lines",
     "applied_as", "apply_variants", "code_lines_changed", "fold", "git_listed_paths",
-    "in_test_dir", "is_test_module", "normalise_path", "parse_patch", "patched_texts",
-    "screen_patch", "under"
+    "in_test_dir", "is_test_module", "miscounted_hunks", "normalise_path", "parse_patch",
+    "patched_texts", "screen_patch", "under", "without_prefixes"
 ]

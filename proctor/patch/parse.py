@@ -490,16 +490,17 @@ def _collect_block(col: _Collector, b: _Block) -> None:
 # --- git's reading -----------------------------------------------------------------------
 
 
-def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
+def git_listed_paths(patch: bytes, *, recount: bool = False, p0: bool = False) -> set[str]:
     """Paths ``git apply --numstat --summary -z`` reads from ``patch`` (raw, as git prints
     them: ``a/`` already stripped, not normalised; may contain ``../x`` or ``.git/...``).
 
     ``recount``: read it as ``git apply --recount`` does (hunk line counts ignored), the
-    way the last apply fallback reads it. Includes rename and copy sources (parsed from the
-    summary lines). Git runs in a fresh
-    empty temp dir with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*``
-    variables, so no work tree is found (inside one, git silently drops paths outside
-    it); the dir is removed on every path out. design.md section 2. Empty input gives ``set()``.
+    way the last apply fallback reads it; ``p0``: as ``git apply -p0`` does (the header
+    paths as they are, for a patch without ``a/`` / ``b/`` prefixes). Includes rename and
+    copy sources (parsed from the summary lines). Git runs in a fresh empty temp dir with
+    ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*`` variables, so no work tree
+    is found (inside one, git silently drops paths outside it); the dir is removed on every
+    path out. design.md section 2. Empty input gives ``set()``.
 
     Raises:
         PatchUnparseable: git rejects the patch (corrupt, no valid patches, ...).
@@ -510,7 +511,7 @@ def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     with host_dir("integrity") as owned:
         tmp = owned / "empty"
         tmp.mkdir()
-        proc = _numstat(patch, recount, tmp)
+        proc = _numstat(patch, recount, tmp, p0)
     if proc.returncode < 0:
         raise InfraError(f"git apply --numstat killed by signal {-proc.returncode}")
     if proc.returncode != 0:
@@ -519,7 +520,8 @@ def git_listed_paths(patch: bytes, *, recount: bool = False) -> set[str]:
     return _parse_numstat_summary(proc.stdout.decode("utf-8", "backslashreplace"))
 
 
-def _numstat(patch: bytes, recount: bool, cwd: Path) -> subprocess.CompletedProcess:
+def _numstat(patch: bytes, recount: bool, cwd: Path, p0: bool = False
+             ) -> subprocess.CompletedProcess:
     """``git apply --numstat --summary -z`` of ``patch`` in the empty directory ``cwd``,
     with ``GIT_CEILING_DIRECTORIES`` at its parent and no ``GIT_*`` variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -532,6 +534,7 @@ def _numstat(patch: bytes, recount: bool, cwd: Path) -> subprocess.CompletedProc
     try:
         return subprocess.run(
             ["git", "apply", "--numstat", "--summary", "-z", *(["--recount"] if recount else []),
+             *(["-p0"] if p0 else []),
              "-"],
             input=patch,
             cwd=cwd,

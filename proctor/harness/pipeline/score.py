@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -104,12 +104,17 @@ from proctor.harness.tamper import (
 from proctor.patch import (
     PatchSummary,
     PatchUnparseable,
+    PathRejected,
     ScreenedPatch,
     added_lines,
+    applied_as,
     apply_variants,
     code_lines_changed,
     git_listed_paths,
+    miscounted_hunks,
+    normalise_path,
     screen_patch,
+    without_prefixes,
 )
 from proctor.record import EnvInfo, Evidence, Integrity, Measurements, RewardRecord
 from proctor.sandbox import (
@@ -212,6 +217,8 @@ class _Judged:
     sb: Sandbox
     applied: ApplyResult
     tamper: TamperVerdict
+    #: what the patch touches as git applied it (:func:`_as_applied`): what is measured
+    summary: PatchSummary
 
 
 @dataclass(frozen=True)
@@ -286,10 +293,16 @@ def _integrity(run: _Run) -> _Checked | Ending:
             existing_top_level=[p.name for p in task.repo.iterdir()])
         try:
             git_paths = _git_paths_as_applied(run.data)
+            # a hunk whose counts differ from its body is read (and applied) recounted,
+            # never up to its counts: that would judge half of it
+            recount = {"recount": True} if miscounted_hunks(run.data) else {}
             try:
                 summary, verdict = check_integrity(screened.text, rules, git_paths,
-                                                   lambda p: pristine_text(task.repo, p))
+                                                   lambda p: pristine_text(task.repo, p),
+                                                   **recount)
             except PatchUnparseable:  # wrong hunk counts: read it as --recount applies it
+                if recount:
+                    raise
                 summary, verdict = check_integrity(screened.text, rules, git_paths,
                                                    lambda p: pristine_text(task.repo, p),
                                                    recount=True)
@@ -340,9 +353,13 @@ def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | Endin
     with trace.timer("sandbox"):  # create + copy + apply + the tree report (one command)
         sb, applied = pair.open_first(wanted_texts(summary))
     trace.apply_strategy = applied.strategy
+    recounted = miscounted_hunks(run.data) if applied.strategy and \
+        "recount" in applied.strategy else []
     trace.evidence["apply"] = Evidence(command="git apply", exit_code=0 if applied.applied
                                        else 1, duration_s=round(applied.duration_s, 3),
-                                       output=applied.output[-4000:])
+                                       output=applied.output[-4000:],
+                                       details={"recounted_hunks": recounted[:50]}
+                                       if recounted else {})
     if not applied.applied:
         return honest_failure("did_not_apply", applied.output[-500:], task, checked.blockers)
     with trace.timer("tamper"):  # tree check + detections, before any code of the patch runs
@@ -356,7 +373,32 @@ def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | Endin
         details={"violations": tamper.violations, "findings": tamper.findings})
     if tamper.violations:
         return violated(trace.integrity, tamper.violations, task, checked.blockers)
-    return _Judged(sb, applied, tamper)
+    return _Judged(sb, applied, tamper, _as_applied(run.data, applied.strategy, summary))
+
+
+def _as_applied(data: bytes, strategy: str | None, summary: PatchSummary) -> PatchSummary:
+    """``summary`` as git applied the patch under ``strategy``: for a patch without
+    ``a/`` / ``b/`` prefixes, whose summary holds each path both as written and as ``-p1``
+    reads it (the integrity checks judge both), only the reading the applied strategy
+    took (``-p0`` or not), so the files measured are the files changed."""
+    if not strategy or not without_prefixes(data):
+        return summary
+    flags, variant = applied_as(data, strategy)
+    try:
+        listed = git_listed_paths(variant, recount="--recount" in flags, p0="-p0" in flags)
+    except PatchUnparseable:
+        return summary
+    keep = set()
+    for path in listed:
+        try:
+            keep.add(normalise_path(path, strip_prefix=False))
+        except PathRejected:
+            continue
+    return replace(summary, touched=tuple(t for t in summary.touched if t.path in keep),
+                   files=tuple(f for f in summary.files if f in keep),
+                   added_line_numbers={k: v for k, v in summary.added_line_numbers.items()
+                                       if k in keep},
+                   renames=tuple(r for r in summary.renames if r[1] in keep))
 
 
 def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
@@ -371,7 +413,7 @@ def _measure(run: _Run, pair: SandboxPair, checked: _Checked, env: Env,
     public_run: Future = Future()
     m = Measurements(diff_lines=code_lines_changed(screened.text),
                      penalty_indicators=dict(judged.tamper.indicators))
-    ctx = Measuring(run.trace, m, task, run.data, checked.summary, judged.applied.strategy,
+    ctx = Measuring(run.trace, m, task, run.data, judged.summary, judged.applied.strategy,
                     env.baseline, env.limits, run.deadline, tuple(judged.tamper.suspicions),
                     partial(calibrate_task, task, env.baseline, env.tag, env.limits,
                             env.backend), tuple(judged.tamper.probes))
@@ -438,8 +480,8 @@ def _judge_predicted_texts(task: Task, summary: PatchSummary, patch_text: str
 
 def _git_paths_as_applied(data: bytes) -> set[str]:
     """Git's reading of the patch for the integrity cross-check, under every variant the
-    apply step may use (:data:`~proctor.patch.apply.APPLY_STRATEGIES`: as is, with a
-    final newline, ``--recount``): the union of the paths of those git can parse. A patch
+    apply step may use (:func:`~proctor.patch.apply.apply_variants`: as is, with a
+    final newline, ``--recount``, ``-p0``): the union of the paths of those git can parse. A patch
     only a fallback can read (no final newline, wrong hunk counts: common in model output)
     is checked and applied like any other, not refused as unparseable.
 
@@ -449,13 +491,14 @@ def _git_paths_as_applied(data: bytes) -> set[str]:
     paths: set[str] = set()
     first: PatchUnparseable | None = None
     parsed = False
-    seen: set[tuple[bytes, bool]] = set()
+    seen: set[tuple[bytes, bool, bool]] = set()
     for _name, flags, variant in apply_variants(data):
-        if (variant, "--recount" in flags) in seen:
+        key = (variant, "--recount" in flags, "-p0" in flags)
+        if key in seen:
             continue
-        seen.add((variant, "--recount" in flags))
+        seen.add(key)
         try:
-            paths |= git_listed_paths(variant, recount="--recount" in flags)
+            paths |= git_listed_paths(variant, recount=key[1], p0=key[2])
             parsed = True
         except PatchUnparseable as exc:
             first = first or exc
