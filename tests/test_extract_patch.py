@@ -456,11 +456,7 @@ def test_one_long_line_full_of_tags_takes_linear_time(completion):
 
 #: Shapes of ``tests/completion_shapes.py`` the extractor does not read yet -> the part of
 #: the work on model output formats that makes them pass (strict: a pass is news).
-_CONVERT = "V4A apply_patch and SEARCH/REPLACE converted against the repository"
-PENDING = {
-    **{name: _CONVERT for name, shape in completion_shapes.SHAPES.items()
-       if shape.expect == "v4a"},
-}
+PENDING: dict[str, str] = {}
 
 
 def _shape_params():
@@ -469,19 +465,53 @@ def _shape_params():
         yield pytest.param(name, marks=marks, id=name)
 
 
+@pytest.fixture(scope="module")
+def committed(toolz_task, tmp_path_factory) -> Path:
+    """A git repository of the toolz task's repo/ with its files committed."""
+    work = tmp_path_factory.mktemp("committed") / "repo"
+    shutil.copytree(toolz_task / "repo", work)
+    git(work, "init", "-q")
+    git(work, "add", "-A")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return work
+
+
+def result_of(repo: Path, patch: str) -> str:
+    """What ``patch`` does to the committed ``repo``: ``git diff`` after applying it (then
+    undone)."""
+    assert git(repo, "apply", "--whitespace=nowarn", "-", data=patch.encode()).returncode == 0
+    out = git(repo, "diff", "--no-color").stdout.decode()
+    git(repo, "checkout", "-q", "--", ".")
+    git(repo, "clean", "-qfd")
+    return out
+
+
+def reader(repo: Path):
+    return lambda p: (repo / p).read_text() if (repo / p).is_file() else None
+
+
 @pytest.mark.parametrize("name", _shape_params())
-def test_every_family_s_completion_shape_gives_the_patch_its_model_meant(name, repo):
+def test_every_family_s_completion_shape_gives_the_patch_its_model_meant(name, repo,
+                                                                        committed):
+    from proctor.rl import find_patch
+    from proctor.rl.edit_formats import to_unified
+
     shape = completion_shapes.SHAPES[name]
     patch = completion_shapes.SAMPLE_PATCH
     if shape.patch_of:
         patch = shape.patch_of(patch)
     completion = shape.render(patch, completion_shapes.SAMPLE_DRAFT)
-    found = extract_patch(completion, reasoning_parser=shape.reasoning_parser or "auto")
+    found = find_patch(completion, reasoning_parser=shape.reasoning_parser or "auto")
     if shape.expect == "none":
-        assert found is None
+        assert found.patch is None and found.edit is None
         return
-    assert found == patch
-    assert applies(repo, found) == "git_apply"
+    if shape.expect == "v4a":  # converted against the repository: the same change
+        assert found.patch is None and found.edit is not None, found
+        converted = to_unified(found.edit, reader(committed))
+        assert result_of(committed, converted) == result_of(committed, patch)
+        return
+    assert found.patch == patch
+    assert applies(repo, found.patch) == "git_apply"
 
 
 # --------------------------------------------------------------------------- tool-call syntaxes
@@ -570,3 +600,27 @@ def test_a_diff_quoted_or_indented_under_a_list_item_is_read(repo, ref):
     for completion in (quoted, nested, listed):
         assert extract_patch(completion) == ref, completion[:200]
     assert applies(repo, ref) == "git_apply"
+
+
+@pytest.mark.docker
+def test_edits_in_other_formats_score_like_the_diff_or_say_where_they_do_not_match(
+        toolz_task, ref):
+    from proctor.rl import Completion, score_completions
+
+    v4a = completion_shapes.unified_to_v4a(ref)
+    call = [{"role": "assistant", "content": None, "tool_calls": [{"function": {
+        "name": "apply_patch", "arguments": json.dumps({"input": v4a})}}]}]
+    stale_v4a = v4a.replace("index = index[0]", "index = index[1]")
+    stale_sr = completion_shapes.unified_to_search_replace(ref).replace(
+        "index = index[0]", "index = index[1]")
+    assert stale_v4a != v4a and "index = index[1]" in stale_sr
+    recs = score_completions([Completion(task=str(toolz_task), completion=c)
+                              for c in (call, stale_v4a, stale_sr)])
+    assert recs[0].reward == pytest.approx(0.998), recs[0].error
+    details = recs[0].evidence["extraction"].details
+    assert (details["source"], details["edit_format"]) == ("tool_call", "v4a")
+    assert recs[1].reason == "did_not_apply" and recs[1].reward == 0.0
+    assert "toolz/itertoolz.py, chunk 1" in recs[1].component_notes["reason"]
+    assert recs[2].reason == "no_patch" and recs[2].reward == 0.0
+    assert recs[2].component_notes["reason"].startswith(
+        "SEARCH/REPLACE block 1: its search text is not in toolz/itertoolz.py exactly")

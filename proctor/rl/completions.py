@@ -49,20 +49,53 @@ def completion_text(completion: str | list | dict | None) -> str:
 
 
 def no_patch_record(task: str | Path, *, rollout_id: str, group_id: str | None = None,
-                    sample_index: int | None = None, why: str | None = None) -> RewardRecord:
+                    sample_index: int | None = None, why: str | None = None,
+                    reason: str = NO_PATCH) -> RewardRecord:
     """The honest-failure record of a completion without a patch: reward 0.0, reason
     ``no_patch`` (an error record if the task itself is invalid); ``why``: what the
-    extraction says it looked for (default: :data:`proctor.rl.extract.NOT_FOUND`)."""
+    extraction says it looked for (default: :data:`proctor.rl.extract.NOT_FOUND`).
+    ``reason``: ``did_not_apply`` for an edit that does not match the task's files."""
     from proctor.harness.pipeline.score import score
     from proctor.rl.extract import NOT_FOUND
 
     rec = score(task, b"", rollout_id=rollout_id, group_id=group_id,
                 sample_index=sample_index)
     if rec.status == "scored":
-        rec.reason = NO_PATCH
-        rec.component_notes = {k: f"not measured: {NO_PATCH}" for k in rec.components}
+        rec.reason = reason
+        rec.component_notes = {k: f"not measured: {reason}" for k in rec.components}
         rec.component_notes["reason"] = why or NOT_FOUND
     return rec
+
+
+def converted(task: str | Path, found: Extraction) -> Extraction:
+    """``found`` with its edit (V4A ``apply_patch``, SEARCH/REPLACE) converted into a
+    unified diff against ``task``'s files (:mod:`proctor.rl.edit_formats`): the patch set,
+    ``edit_format`` in the details. An edit that does not match the files: no patch, and
+    ``why`` says where (the record's reason is then ``did_not_apply`` for V4A, which names
+    lines and files like a diff, and ``no_patch`` for SEARCH/REPLACE). A task that cannot be
+    loaded: left as it is (its scoring reports the task's error)."""
+    from proctor.rl.edit_formats import EditMismatch, to_unified
+    from proctor.task import load_task
+
+    if found.edit is None or found.patch is not None:
+        return found
+    try:
+        repo = load_task(task).repo.resolve()
+    except Exception:  # noqa: BLE001 - the task's own error is the record's, later
+        return found
+
+    def read(path: str) -> str | None:
+        target = (repo / path).resolve()
+        if not target.is_relative_to(repo) or not target.is_file():
+            return None
+        return target.read_text(encoding="utf-8", errors="surrogateescape")
+
+    try:
+        found.patch = to_unified(found.edit, read)
+        found.why = None
+    except EditMismatch as exc:
+        found.why = str(exc)
+    return found
 
 
 def _with_extraction(rec: RewardRecord, found: Extraction, seconds: float) -> RewardRecord:
@@ -111,10 +144,12 @@ def score_completions(entries: list[Completion], options: BatchOptions | None = 
                       time.perf_counter() - started))
     for i, (e, (got, seconds)) in enumerate(zip(entries, found, strict=True)):
         rid = e.rollout_id or uuid.uuid4().hex
+        got = converted(e.task, got)
         if got.patch is None:
+            reason = "did_not_apply" if got.edit and got.edit.format == "v4a" else NO_PATCH
             out[i] = _with_extraction(no_patch_record(
                 e.task, rollout_id=rid, group_id=e.group_id, sample_index=e.sample_index,
-                why=got.why), got, seconds)
+                why=got.why, reason=reason), got, seconds)
         else:
             items.append(BatchItem(i, Rollout(task=str(e.task), rollout_id=rid,
                                               patch=got.patch, group_id=e.group_id,

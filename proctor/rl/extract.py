@@ -72,6 +72,12 @@
    e. When the answer has no diff, the blocks inside the last ``markdown`` / ``md`` /
       untagged block that has one are tried (a ```` ````markdown ```` wrapper around the
       ```` ```diff ```` block).
+   f. Still none: an **edit in another format** (:mod:`proctor.rl.edit_formats`: the last
+      V4A ``apply_patch`` patch, ``*** Begin Patch``, also as a tool's input, Codex's
+      ``apply_patch`` shell command or Responses ``apply_patch_call`` items; else
+      SEARCH/REPLACE blocks) is the answer: :attr:`Extraction.edit`, converted into a
+      unified diff against the task's files when the completion is scored
+      (:func:`proctor.rl.completions.converted`).
 
 The patch is returned with its line endings byte for byte: a ``\\r`` before a newline may
 be the repository file's own CRLF, which the apply step needs; only fence and diff-line
@@ -88,6 +94,7 @@ import re
 from dataclasses import dataclass, field
 
 from proctor.rl.diff_choice import Segment, choose
+from proctor.rl.edit_formats import Edit, find_edit
 from proctor.rl.reasoning import DiffLines, answer, check_reasoning_parser
 from proctor.rl.tool_calls import check_tool_call_parser, find_calls
 
@@ -112,6 +119,7 @@ _WRAPPER_LANGS = ("markdown", "md", "")
 _QUOTE = re.compile(r"^(?:>[ ]?)+", re.M)
 _PATCH_KEYS = ("patch", "diff", "model_patch")
 _NESTED_KEYS = ("arguments", "parameters", "input", "function")
+_APPLY_PATCH_COMMANDS = ("apply_patch", "applypatch")
 #: Content parts and items that hold the model's answer text.
 _TEXT_PARTS = ("text", "output_text")
 #: Items with no role that are the model's own tool calls (OpenAI Responses).
@@ -128,7 +136,10 @@ class Extraction:
     ``fenced``, ``bare``; None without a patch), the ``reasoning_parser`` and
     ``tool_call_parser`` used, ``reasoning``
     (the reasoning spans removed, described), ``dropped`` (diffs and tool calls seen and
-    left out, with why) and ``why`` (no patch: one line saying what was looked for)."""
+    left out, with why) and ``why`` (no patch: one line saying what was looked for).
+    ``edit``: the answer is an edit in another format (V4A ``apply_patch``, SEARCH/REPLACE;
+    :mod:`proctor.rl.edit_formats`), which becomes the patch once converted against the
+    task's files (``patch`` is None until then)."""
 
     patch: str | None = None
     source: str | None = None
@@ -137,15 +148,18 @@ class Extraction:
     reasoning: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     why: str | None = None
+    edit: Edit | None = None
 
     def details(self) -> dict:
         """The record's ``evidence["extraction"].details``: every field but the patch."""
         return {"source": self.source, "reasoning_parser": self.reasoning_parser,
+                **({"edit_format": self.edit.format} if self.edit else {}),
                 "tool_call_parser": self.tool_call_parser,
                 "reasoning_removed": self.reasoning, "dropped": self.dropped,
                 **({"why": self.why} if self.why else {})}
 
 
+_EDIT_NAMES = {"v4a": "apply_patch (V4A)", "search_replace": "SEARCH/REPLACE"}
 #: What an extraction that found nothing says it looked for.
 NOT_FOUND = ("no patch in the answer: no tool call with a patch or diff argument, no fenced "
              "diff block, no bare unified diff (reasoning is not searched)")
@@ -159,6 +173,7 @@ class _Seen:
     def __init__(self, parser: str, tool_parser: str):
         self.out = Extraction(reasoning_parser=parser, tool_call_parser=tool_parser)
         self.more = 0
+        self.edit_format: str | None = None  # what was found is an edit of this format
 
     @property
     def tool_parser(self) -> str:
@@ -203,6 +218,11 @@ def find_patch(completion: str | list | dict | None, explicit: str | None = None
         out.why = f"the completion is a {type(completion).__name__}, not text or messages"
     if seen.more:
         out.dropped.append(f"... and {seen.more} more")
+    if found is not None and seen.edit_format is not None:
+        out.edit = Edit(seen.edit_format, found)
+        out.why = (f"an {_EDIT_NAMES[seen.edit_format]} edit, not a unified diff: it is "
+                   "converted against the task's files")
+        return out
     if found is None or not found.strip():
         out.source, out.why = None, out.why or NOT_FOUND
         return out
@@ -236,6 +256,10 @@ def _from_messages(completion: dict | list, seen: _Seen) -> str | None:
             return _from_json(completion, seen, "the JSON object")
         completion = [completion]
     msgs = [m for m in completion if isinstance(m, dict)]
+    v4a = _apply_patch_calls(msgs)
+    if v4a is not None and (found := _from_text(v4a, seen, tools=False)) is not None:
+        seen.out.source = "tool_call"
+        return found
     any_role = any("role" in m for m in msgs)
     msgs = [m for m in msgs if _is_model_item(m, any_role)]
     for msg in reversed(msgs):
@@ -264,6 +288,28 @@ def _call_name(call) -> str:
         if isinstance(name, str) and name:
             return f"tool call {name[:60]}"
     return "a tool call"
+
+
+#: Responses ``apply_patch_call`` operations -> the V4A section they stand for.
+_OPERATIONS = {"create_file": "Add File", "update_file": "Update File",
+               "delete_file": "Delete File"}
+
+
+def _apply_patch_calls(items: list[dict]) -> str | None:
+    """The V4A patch the Responses ``apply_patch_call`` items make together (one item per
+    file; ``operation.diff`` holds the file's V4A hunks), or None without such items."""
+    sections = []
+    for item in items:
+        op = item.get("operation") if item.get("type") == "apply_patch_call" else None
+        if not isinstance(op, dict) or op.get("type") not in _OPERATIONS or \
+                not isinstance(op.get("path"), str):
+            continue
+        diff = op.get("diff") if isinstance(op.get("diff"), str) else ""
+        sections.append(f"*** {_OPERATIONS[op['type']]}: {op['path']}\n{diff}"
+                        + ("" if diff.endswith("\n") or not diff else "\n"))
+    if not sections:
+        return None
+    return "*** Begin Patch\n" + "".join(sections) + "*** End Patch\n"
 
 
 def _is_model_item(item: dict, any_role: bool) -> bool:
@@ -298,6 +344,8 @@ def _json_values(value, depth: int = 0):
     if depth > 8:
         return
     if isinstance(value, list):
+        if len(value) >= 2 and value[0] in _APPLY_PATCH_COMMANDS and isinstance(value[1], str):
+            yield value[1]  # Codex's shell tool running ``apply_patch PATCH``
         for item in value:
             yield from _json_values(item, depth + 1)
     elif isinstance(value, dict):
@@ -404,6 +452,10 @@ def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noq
             if found:
                 seen.out.source = "fenced"
                 return found[-1]
+    edit = find_edit(text)  # before the quote markers go: ">>>>>>> REPLACE" is no quote
+    if edit is not None:
+        seen.edit_format, seen.out.source = edit.format, edit.format
+        return edit.text
     return None
 
 
