@@ -73,10 +73,53 @@ def _render(rec: RewardRecord) -> None:
         out.print(f"  blocker: {blocker}")
 
 
+def _score_completion(task: Path, data: bytes, image: str | None, rollout_id: str | None,  # noqa: PLR0913
+                      sandbox: str | None, reasoning_parser: str, tool_call_parser: str):
+    """The record of a completion (:func:`proctor.rl.score_completions`, no result cache):
+    its text, or the JSON messages it holds. Exits 2 on an unknown parser name."""
+    import json
+
+    from proctor.harness.batch import BatchOptions
+    from proctor.rl import Completion, score_completions
+    from proctor.rl.completions import parser_options
+    from proctor.sandbox import choose_backend
+
+    try:
+        parsers = parser_options(reasoning_parser, tool_call_parser)
+    except ValueError as exc:
+        err.print(str(exc))
+        raise typer.Exit(EXIT_CONFIG) from exc
+    text = data.decode("utf-8", "surrogateescape")
+    value: object = text
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+    try:
+        backend = choose_backend(sandbox)
+    except TaskConfigError as exc:
+        err.print(str(exc))
+        raise typer.Exit(EXIT_CONFIG) from exc
+    options = BatchOptions(workers=1, cache=False, image=image, sandbox=backend)
+    return score_completions([Completion(task=str(task), completion=value,
+                                         rollout_id=rollout_id, **parsers)], options)[0]
+
+
 @app.command()
-def score(
+def score(  # noqa: C901, PLR0913
     task: Path = typer.Argument(..., help="Task directory (task.toml, repo/, hidden/)."),
-    patch: Path = typer.Argument(..., help="Unified diff file ('-' for stdin)."),
+    patch: Path | None = typer.Argument(
+        None, help="Unified diff file ('-' for stdin); or give --completion instead."),
+    completion: Path | None = typer.Option(
+        None, "--completion", help="A model's completion to find the patch in ('-' for "
+        "stdin): text as the trainer decodes it, or JSON messages / Responses items."),
+    reasoning_parser: str = typer.Option(
+        "auto", help="With --completion: the reasoning syntax (vLLM's --reasoning-parser "
+        "names: deepseek_r1, qwen3, openai_gptoss, ...; auto: all)."),
+    tool_call_parser: str = typer.Option(
+        "auto", help="With --completion: the tool-call syntax (vLLM's --tool-call-parser "
+        "names: hermes, qwen3_coder, glm45, kimi_k2, mistral, ...; auto: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the reward record as JSON."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record here."),
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
@@ -93,14 +136,22 @@ def score(
     configuration, 3 infrastructure error."""
     from proctor.harness.pipeline.score import score as score_patch
 
-    if str(patch) == "-":
-        data = typer.get_binary_stream("stdin").read()
-    elif patch.is_file():
-        data = patch.read_bytes()
-    else:
-        err.print(f"patch file not found: {patch}")
+    if (patch is None) == (completion is None):
+        err.print("give a patch file or --completion FILE (one of them)")
         raise typer.Exit(EXIT_CONFIG)
-    rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
+    source = patch if patch is not None else completion
+    if str(source) == "-":
+        data = typer.get_binary_stream("stdin").read()
+    elif source.is_file():
+        data = source.read_bytes()
+    else:
+        err.print(f"{'patch' if patch is not None else 'completion'} file not found: {source}")
+        raise typer.Exit(EXIT_CONFIG)
+    if completion is not None:
+        rec = _score_completion(task, data, image, rollout_id, sandbox,
+                                reasoning_parser, tool_call_parser)
+    else:
+        rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:

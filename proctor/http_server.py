@@ -49,7 +49,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -70,8 +70,11 @@ METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 class ScoreRequest(BaseModel):
-    """One rollout over HTTP: ``patch`` (diff text) or ``completion`` (searched for a
-    fenced diff), not both."""
+    """One rollout over HTTP: ``patch`` (diff text) or ``completion`` (searched for the
+    patch, :mod:`proctor.rl.extract`), not both; ``reasoning_parser`` / ``tool_call_parser``:
+    the model family's syntaxes, vLLM's parser names (default: the server's
+    ``PROCTOR_REASONING_PARSER`` / ``PROCTOR_TOOL_CALL_PARSER``, else ``auto``; an unknown
+    name is the request's error)."""
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
@@ -82,6 +85,15 @@ class ScoreRequest(BaseModel):
     group_id: str | None = None
     sample_index: int | None = None
     metadata: dict | None = None
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+
+    @model_validator(mode="after")
+    def _known_parsers(self) -> ScoreRequest:
+        from proctor.rl.completions import parser_options
+
+        parser_options(self.reasoning_parser, self.tool_call_parser)  # ValueError: a 422
+        return self
 
 
 class BatchRequest(BaseModel):
@@ -127,10 +139,13 @@ class ClientGone(Exception):
 def score_requests(reqs: list[ScoreRequest], workers: int | None) -> list[RewardRecord]:
     """One record per request, in order (never raises for a bad item)."""
     from proctor.rl import Completion, score_completions
+    from proctor.rl.completions import parser_options
 
     entries = [Completion(task=r.task, completion=r.completion, patch=r.patch,
                           rollout_id=r.rollout_id, group_id=r.group_id,
-                          sample_index=r.sample_index) for r in reqs]
+                          sample_index=r.sample_index,
+                          **parser_options(r.reasoning_parser, r.tool_call_parser))
+               for r in reqs]
     records = score_completions(entries, BatchOptions(workers=workers))
     for r, rec in zip(reqs, records, strict=True):
         rec.metadata = r.metadata

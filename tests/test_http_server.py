@@ -85,6 +85,8 @@ def test_score_and_batch_routes(server, fake_scoring):
     ("POST", "/v1/score", {"patch": "d"}, None, 422, "field 'task'"),
     ("POST", "/v1/score", {"task": "/t", "patch": "d", "pach": 1}, None, 422, "field 'pach'"),
     ("POST", "/v1/score", {"task": "/t"}, None, 422, "exactly one of"),
+    ("POST", "/v1/score", {"task": "/t", "completion": "c", "tool_call_parser": "xml"}, None,
+     422, "unknown tool-call parser 'xml'"),
     ("POST", "/v1/score", None, b"x" * 5000, 413, "over the 4096-byte limit"),
     ("POST", "/v1/score_batch", {"rollouts": [{}] * 4}, None, 413, "over the limit of 3"),
     ("POST", "/get_reward", {"query": ["q"], "prompts": [], "labels": []}, None, 422,

@@ -110,3 +110,63 @@ def test_openrlhf_query_with_special_tokens_and_bad_labels(toolz_task, toolz_pat
     assert out["rewards"] == [pytest.approx(0.998), pytest.approx(0.998), 0.0, 0.0]
     assert out["extra_logs"]["proctor_valid"] == [1.0, 1.0, 0.0, 0.0]
     assert out["extra_logs"]["proctor_no_patch"] == [0.0] * 4
+
+
+def _family_answers(ref: str) -> dict[str, str]:
+    """The reference fix as a Qwen3-Coder XML tool call and as a gpt-oss harmony completion
+    (a wrong draft in its analysis channel, the fix in its final one)."""
+    draft = ref.replace("(x[index],)", "[x[index]]")
+    return {
+        "qwen3_coder": ("I will submit the fix.\n\n<tool_call>\n<function=submit_patch>\n"
+                        f"<parameter=patch>\n{ref}\n</parameter>\n</function>\n</tool_call>"
+                        "<|im_end|>"),
+        "harmony": (f"<|channel|>analysis<|message|>Draft:\n```diff\n{draft}```<|end|>"
+                    "<|start|>assistant<|channel|>final<|message|>"
+                    f"```diff\n{ref}```<|return|>"),
+    }
+
+
+@pytest.mark.docker
+def test_trl_and_verl_score_family_syntaxes_like_the_bare_patch(toolz_task, toolz_patches):
+    from proctor.rl.trl import make_reward_func
+
+    ref = toolz_patches["reference"].decode()
+    family = _family_answers(ref)
+    trl = make_reward_func(workers=2, tool_call_parser="qwen3_coder")
+    assert trl(prompts=[[{"role": "user", "content": "fix"}]], completions=[
+        [{"role": "assistant", "content": family["qwen3_coder"]}]],
+        task=[str(toolz_task)]) == [pytest.approx(0.998)]
+    harmony = make_reward_func(workers=2, reasoning_parser="openai_gptoss")
+    assert harmony(prompts=["fix"], completions=[family["harmony"]],
+                   task=[str(toolz_task)]) == [pytest.approx(0.998)]
+    compute_score = verl_reward_fn("compute_score", {})
+    for text in family.values():
+        out = compute_score(data_source="proctor/toolz", solution_str=text,
+                            ground_truth=str(toolz_task), extra_info={})
+        assert out["score"] == pytest.approx(0.998) and out["no_patch"] == 0.0
+
+
+@pytest.mark.docker
+def test_proctor_score_reads_a_completion_file(toolz_task, toolz_patches, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    ref = toolz_patches["reference"].decode()
+    path = tmp_path / "completion.txt"
+    path.write_text(_family_answers(ref)["harmony"])
+    result = CliRunner().invoke(app, ["score", str(toolz_task), "--completion", str(path),
+                                      "--json", "--reasoning-parser", "openai_gptoss"])
+    assert result.exit_code == 0, result.output
+    rec = json.loads(result.stdout)
+    assert rec["reward"] == pytest.approx(0.998)
+    assert rec["evidence"]["extraction"]["details"]["reasoning_parser"] == "openai_gptoss"
+    assert rec["evidence"]["extraction"]["details"]["source"] == "fenced"
+    bad = CliRunner().invoke(app, ["score", str(toolz_task), "--completion", str(path),
+                                   "--tool-call-parser", "nope"])
+    assert bad.exit_code == 2 and "unknown tool-call parser 'nope'" in bad.output
+    both = CliRunner().invoke(app, ["score", str(toolz_task), str(path), "--completion",
+                                    str(path)])
+    assert both.exit_code == 2 and "one of them" in both.output

@@ -306,3 +306,28 @@ def test_verl_missing_task_directory_is_an_error_dict(tmp_path):
     d = compute_score("proctor", f"```diff\n{DIFF}```", str(tmp_path / "absent"),
                       {"num_turns": None, "rollout_reward_scores": {}})
     assert d["valid"] == 0.0 and d["score"] == 0.0
+
+
+def test_an_unknown_parser_stops_every_adapter_at_its_start_with_the_known_names(tmp_path):
+    import subprocess
+    import sys
+
+    from proctor.rl.completions import parser_options
+    from proctor.rl.trl import make_reward_func
+    from proctor.rl.verl import compute_score, compute_score_batch
+
+    assert parser_options() == {"reasoning_parser": "auto", "tool_call_parser": "auto"}
+    assert parser_options("qwen3", "qwen3_coder") == {"reasoning_parser": "qwen3",
+                                                      "tool_call_parser": "qwen3_coder"}
+    with pytest.raises(ValueError, match="unknown reasoning parser 'qwen'.*qwen3"):
+        make_reward_func(reasoning_parser="qwen")
+    with pytest.raises(ValueError, match="unknown tool-call parser 'xml'.*qwen3_xml"):
+        compute_score("d", "x", str(tmp_path), None, tool_call_parser="xml")
+    with pytest.raises(ValueError, match="unknown reasoning parser"):
+        compute_score_batch(["d"], ["x"], [str(tmp_path)], reasoning_parser="r1")
+    # OpenRLHF's file mode reads the environment when it loads the reward file
+    env = {"PROCTOR_REASONING_PARSER": "harmony", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", "import proctor.rl.openrlhf"], env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "unknown reasoning parser 'harmony'" in proc.stderr and "openai_gptoss" in proc.stderr

@@ -31,6 +31,30 @@ from proctor.record import Evidence, RewardRecord
 from proctor.rl.extract import Extraction, find_patch
 
 NO_PATCH = "no_patch"
+#: Environment variables naming the parsers where a trainer passes no options (OpenRLHF's
+#: file mode, the HTTP server's default).
+REASONING_PARSER_ENV = "PROCTOR_REASONING_PARSER"
+TOOL_CALL_PARSER_ENV = "PROCTOR_TOOL_CALL_PARSER"
+
+
+def parser_options(reasoning_parser: str | None = None, tool_call_parser: str | None = None
+                   ) -> dict[str, str]:
+    """``{"reasoning_parser", "tool_call_parser"}`` for :class:`Completion`: the names
+    given, else :data:`REASONING_PARSER_ENV` / :data:`TOOL_CALL_PARSER_ENV`, else ``auto``.
+    Adapters call it when they are built, so a wrong name stops the run at its start.
+
+    Raises:
+        ValueError: an unknown parser name (the message lists the known ones).
+    """
+    import os
+
+    from proctor.rl.reasoning import check_reasoning_parser
+    from proctor.rl.tool_calls import check_tool_call_parser
+
+    return {"reasoning_parser": check_reasoning_parser(
+                reasoning_parser or os.environ.get(REASONING_PARSER_ENV) or "auto"),
+            "tool_call_parser": check_tool_call_parser(
+                tool_call_parser or os.environ.get(TOOL_CALL_PARSER_ENV) or "auto")}
 
 
 def completion_text(completion: str | list | dict | None) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from proctor.harness.batch import BAD_INPUT, BatchOptions, error_record
 from proctor.record import RewardRecord
-from proctor.rl.completions import Completion, score_completions
+from proctor.rl.completions import Completion, parser_options, score_completions
 from proctor.rl.extract import SPECIAL_TOKEN as _SPECIAL
 from proctor.rl.verl import VERL_KEYS, to_verl_dict
 
@@ -44,6 +44,10 @@ def _tensor(values: list[float]):
     return torch.tensor(values, dtype=torch.float32)
 
 
+#: The model family's syntaxes: ``PROCTOR_REASONING_PARSER`` / ``PROCTOR_TOOL_CALL_PARSER``
+#: (vLLM's parser names; default ``auto``), read when OpenRLHF loads this file: a wrong
+#: name stops the run at its start (:func:`proctor.rl.completions.parser_options`).
+_PARSERS = parser_options()
 _TOKEN = re.compile(rf"{_SPECIAL}|\s+")
 #: Generation prompts of common chat templates: the response starts after the last one.
 _ASSISTANT_HEADERS = ("<|im_start|>assistant", "<|start_header_id|>assistant<|end_header_id|>",
@@ -150,7 +154,8 @@ def _entry(query, prompt, label) -> Completion | RewardRecord:
         return error_record(kind=BAD_INPUT, task=task, **ids,
                             message="the query does not contain its prompt: cannot tell the "
                                     "response apart (is the prompt what OpenRLHF was given?)")
-    return Completion(task=task, completion=response, patch=info.get("patch"), **ids)
+    return Completion(task=task, completion=response, patch=info.get("patch"), **ids,
+                      **_PARSERS)
 
 
 def score_records(queries, prompts, labels, workers: int | None = None

@@ -20,19 +20,25 @@ import asyncio
 from collections.abc import Callable
 
 from proctor.harness.batch import BatchOptions
-from proctor.rl.completions import Completion, score_completions
+from proctor.rl.completions import Completion, parser_options, score_completions
 
 
-def make_reward_func(*, task_column: str = "task", patch_column: str = "patch",
+def make_reward_func(*, task_column: str = "task", patch_column: str = "patch",  # noqa: PLR0913
                      workers: int | None = None, is_async: bool = False,
-                     name: str = "proctor") -> Callable:
+                     name: str = "proctor", reasoning_parser: str | None = None,
+                     tool_call_parser: str | None = None) -> Callable:
     """A TRL reward function: ``(prompts, completions, **columns) -> list[float | None]``
     (reward per completion, None for harness errors). ``is_async`` gives an ``async def``
     with the same signature. ``name`` becomes ``__name__`` (TRL logs ``rewards/<name>``).
+    ``reasoning_parser`` / ``tool_call_parser``: the model family's syntaxes, vLLM's
+    parser names (:func:`proctor.rl.completions.parser_options`; default ``auto``).
 
-    The function raises ValueError when the ``task_column`` is missing from the dataset.
+    Raises:
+        ValueError: an unknown parser name (here, before training starts); the function
+            raises it when the ``task_column`` is missing from the dataset.
     """
     options = BatchOptions(workers=workers)
+    parsers = parser_options(reasoning_parser, tool_call_parser)
 
     def reward(prompts, completions, **columns) -> list[float | None]:
         n = len(completions)
@@ -41,7 +47,7 @@ def make_reward_func(*, task_column: str = "task", patch_column: str = "patch",
             raise ValueError(f"dataset has no '{task_column}' column (the task directory of "
                              "each prompt); pass task_column= to make_reward_func")
         patches = columns.get(patch_column) or [None] * n
-        entries = [Completion(task=str(t), completion=c, patch=p)
+        entries = [Completion(task=str(t), completion=c, patch=p, **parsers)
                    for t, c, p in zip(tasks, completions, patches, strict=True)]
         return [r.reward if r.status == "scored" else None
                 for r in score_completions(entries, options)]

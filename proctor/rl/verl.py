@@ -45,7 +45,7 @@ from __future__ import annotations
 from proctor.harness.batch import BAD_INPUT, BatchOptions, error_record
 from proctor.record import RewardRecord
 from proctor.rewards import COMPONENTS
-from proctor.rl.completions import NO_PATCH, Completion, score_completions
+from proctor.rl.completions import NO_PATCH, Completion, parser_options, score_completions
 
 VERL_KEYS = ("score", "valid", "integrity_violation", "tripwire", "no_patch", "public_f2p",
              "hidden_f2p", "public_broken", "hidden_broken", "diff_cost", *COMPONENTS,
@@ -71,8 +71,8 @@ def to_verl_dict(rec: RewardRecord) -> dict[str, float]:
     return out
 
 
-def _completion(solution_str: str, ground_truth, extra_info: dict | None
-                ) -> Completion | RewardRecord:
+def _completion(solution_str: str, ground_truth, extra_info: dict | None,
+                parsers: dict[str, str]) -> Completion | RewardRecord:
     info = dict(extra_info) if isinstance(extra_info, dict) else {}
     gt_task = ground_truth.get("task") if isinstance(ground_truth, dict) else ground_truth
     task = info.get("task") or gt_task
@@ -84,7 +84,7 @@ def _completion(solution_str: str, ground_truth, extra_info: dict | None
                                     "task directory")
     sample = info.get("sample_index")
     return Completion(task=task, completion=solution_str, patch=info.get("patch"), **ids,
-                      sample_index=int(sample) if sample is not None else None)
+                      sample_index=int(sample) if sample is not None else None, **parsers)
 
 
 def _score(entries: list[Completion | RewardRecord], workers: int | None
@@ -94,23 +94,34 @@ def _score(entries: list[Completion | RewardRecord], workers: int | None
     return [to_verl_dict(next(scored) if isinstance(e, Completion) else e) for e in entries]
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs
-                  ) -> dict[str, float]:
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, *,
+                  reasoning_parser: str | None = None, tool_call_parser: str | None = None,
+                  **kwargs) -> dict[str, float]:
     """verl's per-sample ``compute_score``; ``data_source`` is not used. Safe from many
-    threads at once.
+    threads at once. ``reasoning_parser`` / ``tool_call_parser`` (verl's
+    ``reward_kwargs``): the model family's syntaxes, vLLM's parser names
+    (:func:`proctor.rl.completions.parser_options`).
 
     Returns:
         ``{"score": reward, "valid": 1.0 | 0.0, ...}`` with every key of :data:`VERL_KEYS`.
+
+    Raises:
+        ValueError: an unknown parser name (the first sample stops the run).
     """
-    return _score([_completion(solution_str, ground_truth, extra_info)], 1)[0]
+    parsers = parser_options(reasoning_parser, tool_call_parser)
+    return _score([_completion(solution_str, ground_truth, extra_info, parsers)], 1)[0]
 
 
-def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None,
-                        workers: int | None = None, **kwargs) -> list[dict[str, float]]:
+def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None,  # noqa: PLR0913
+                        workers: int | None = None, *, reasoning_parser: str | None = None,
+                        tool_call_parser: str | None = None, **kwargs
+                        ) -> list[dict[str, float]]:
     """Legacy (verl < 0.9 ``BatchRewardManager``): lists in, one dict per sample out, in
-    order, scored ``workers`` at a time (default: cores)."""
+    order, scored ``workers`` at a time (default: cores); the parsers as in
+    :func:`compute_score`."""
     n = len(solution_strs)
+    parsers = parser_options(reasoning_parser, tool_call_parser)
     infos = list(extra_infos) if extra_infos is not None else [None] * n
-    entries = [_completion(s, g, e) for s, g, e in zip(solution_strs, ground_truths, infos,
-                                                        strict=True)]
+    entries = [_completion(s, g, e, parsers) for s, g, e in zip(solution_strs, ground_truths,
+                                                                 infos, strict=True)]
     return _score(entries, workers)
