@@ -165,3 +165,15 @@ def test_patches_without_prefixes_or_context_score_like_the_reference(toolz_task
     assert rec.status == "scored" and rec.apply_strategy == "git_apply_unidiff_zero", \
         (rec.error, rec.evidence["apply"].output)
     assert rec.reward == pytest.approx(0.998)
+
+
+def test_a_format_patch_signature_after_a_complete_hunk_is_no_miscount():
+    from proctor.patch import apply_variants, miscounted_hunks
+
+    signed = PATCH + "-- \n2.39.5\n\n"
+    assert miscounted_hunks(signed.encode()) == []
+    assert [n for n, _, _ in apply_variants(signed.encode())][0] == "git_apply"
+    # a removed line reading "-- " inside a hunk still counts
+    inside = PATCH.replace("@@ -1,2 +1,2 @@", "@@ -1,3 +1,2 @@").replace(
+        "-    return 1\n", "-    return 1\n-- \n")
+    assert miscounted_hunks(inside.encode()) == []

@@ -601,7 +601,9 @@ def test_control_timing_out_once_is_retried_but_hanging_twice_voids_the_step(
     assert len(killers) == 2
     d = res.evidence.details
     assert d["control"]["verdict"] == control and d["control"]["retried"] is True
-    assert d["control"]["timeout_s"] == pytest.approx(4 * (10 * 0 + 1), abs=0.5)
+    # the retry's timeout is 4x the first one: 4 x (10 x the tests' seconds + 1 s) x the
+    # machine's contention, at least 4 s; a loaded machine only adds to it
+    assert 4.0 <= d["control"]["timeout_s"] <= 8.0, d["control"]
     if score == 0.0:
         assert res.score == 0.0 and "control mutant" in res.note
     else:  # judged on its mutants like any other step

@@ -46,7 +46,8 @@ def miscounted_hunks(patch: bytes) -> list[str]:
     body holds (context and removed lines for ``b``, context and added for ``d``; an empty
     line is a context line whose space was lost; empty lines at a hunk's end may or may
     not belong to it), each as ``"<file> <hunk header>: body has <old>/<new> lines"``. A
-    hunk's body ends at the next hunk or file header, or at a line no hunk has."""
+    hunk's body ends at the next hunk or file header, at a line no hunk has, or at
+    ``git format-patch``'s ``-- `` signature line once its counts are met."""
     lines = patch.split(b"\n")
     out, path, i = [], "?", 0
     while i < len(lines):
@@ -66,6 +67,8 @@ def miscounted_hunks(patch: bytes) -> list[str]:
                     body.startswith(b"--- ") and j + 1 < len(lines)
                     and lines[j + 1].startswith(b"+++ ")):
                 break
+            if body in (b"-- ", b"--") and (old - blank_tail, new - blank_tail) == want:
+                break  # ``git format-patch``'s signature, after a complete hunk
             kind = body[:1]
             if body == b"" or kind == b" ":
                 old, new = old + 1, new + 1
