@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from proctor.patch import APPLY_STRATEGIES
-from proctor.rl import extract_patch
+from proctor.rl import extract_patch, find_patch
 from tests import completion_shapes
 
 
@@ -443,6 +443,8 @@ def test_a_diff_only_in_reasoning_or_a_tool_output_is_no_patch(completion, ref):
     "x" + "<|channel|>analysis<|message|>" * 40_000,      # one 1 MB line of headers
     "+ x " + "<think></think>[THINK]◁think▷" * 30_000,   # one line of every family's tags
     "+" + " " * 500_000 + "<think>" * 70_000,
+    "analysis" + "assistant to=functions." * 40_000,       # decoded harmony headers
+    "analysis" + ("assistant to=" + "f" * 190 + "x") * 5_000,
 ])
 def test_one_long_line_full_of_tags_takes_linear_time(completion):
     import time
@@ -493,7 +495,6 @@ def reader(repo: Path):
 @pytest.mark.parametrize("name", _shape_params())
 def test_every_family_s_completion_shape_gives_the_patch_its_model_meant(name, repo,
                                                                         committed):
-    from proctor.rl import find_patch
     from proctor.rl.edit_formats import to_unified
 
     shape = completion_shapes.SHAPES[name]
@@ -524,7 +525,6 @@ def test_a_tool_call_parser_reads_only_its_family_s_syntax(ref):
     assert extract_patch(mistral, tool_call_parser="mistral") == ref
     assert extract_patch(glm, tool_call_parser="glm45") == ref
     assert extract_patch(mistral, tool_call_parser="glm45") is None
-    from proctor.rl import find_patch
 
     assert find_patch(glm, tool_call_parser="glm45").source == "tool_call"
     assert find_patch(glm, tool_call_parser="none").source == "bare"  # read as text
@@ -533,7 +533,6 @@ def test_a_tool_call_parser_reads_only_its_family_s_syntax(ref):
 
 
 def test_a_tool_call_whose_arguments_do_not_parse_is_no_patch_with_the_reason(ref):
-    from proctor.rl import find_patch
 
     broken = '<tool_call>{"name": "submit_patch", "arguments": {"patch": "' + \
         ref.replace("\n", "\\n")[:200] + '</tool_call>'
@@ -572,7 +571,6 @@ def test_degenerate_tool_call_syntax_takes_linear_time(completion):
 
 
 def test_per_file_the_last_edit_wins_and_split_hunks_are_joined(repo, make_toolz_patch):
-    from proctor.rl import find_patch
 
     patch = completion_shapes.SAMPLE_PATCH
     first, second = completion_shapes.split_second_hunk(patch)
@@ -624,3 +622,33 @@ def test_edits_in_other_formats_score_like_the_diff_or_say_where_they_do_not_mat
     assert recs[2].reason == "no_patch" and recs[2].reward == 0.0
     assert recs[2].component_notes["reason"].startswith(
         "SEARCH/REPLACE block 1: its search text is not in toolz/itertoolz.py exactly")
+
+
+@pytest.mark.parametrize("text", [
+    "analysis: the list branch returned a list.\n```diff\n{p}```",
+    "analysis of the bug: getter unpacked its index.\n\n{p}",
+    "finally, the fix:\n```diff\n{p}```",
+    "final answer below.\n```diff\n{p}```",
+])
+def test_text_that_starts_with_a_harmony_channel_word_is_not_reasoning(text, ref):
+    """Controls for decoded harmony: English that starts with ``analysis`` or ``final``
+    keeps its patch under ``auto``."""
+    assert extract_patch(text.format(p=ref)) == ref
+
+
+@pytest.mark.parametrize("text, parser", [
+    ("analysisDraft:\n```diff\n{p}```\nI ran out of time.", "auto"),
+    ("analysis The list branch, draft:\n```diff\n{p}```", "openai_gptoss"),
+])
+def test_decoded_harmony_analysis_alone_is_reasoning(text, parser, ref):
+    assert extract_patch(text.format(p=ref), reasoning_parser=parser) is None
+
+
+def test_decoded_harmony_tool_call_after_a_draft_is_the_patch(ref, partial):
+    """skip_special_tokens leaves ``analysis...assistant to=functions.NAMEcommentary
+    json{...}``: the call is the answer, the draft before it reasoning."""
+    text = (f"analysisDraft:\n```diff\n{partial}```\nassistant to=functions.submit_patch"
+            f"commentary json{json.dumps({'patch': ref})}")
+    found = find_patch(text)
+    assert found.patch == ref and found.source == "tool_call"
+    assert any("harmony analysis message" in r for r in found.reasoning)

@@ -25,7 +25,12 @@ check. What is reasoning, by family (the names are vLLM's ``--reasoning-parser``
   answer text; a message to ``functions.NAME`` (on any channel) is a tool call (its body
   the arguments); ``analysis`` is reasoning, and so is text before the first header.
   Decoded without its special tokens (``skip_special_tokens``), a harmony completion reads
-  ``analysis...assistantfinal...``: what follows the last ``assistantfinal`` is the answer.
+  ``analysisWe need...assistant to=functions.NAMEcommentary json{...}assistantfinal...``:
+  the same messages, their headers the words the tokens leave (``assistant``, an optional
+  ``to=RECIPIENT``, the channel, an optional ``json``), split and kept by the same rule.
+  A text that only starts with a channel word (``analysis: the bug...``) is read so only
+  when another header follows, the word is glued to the text after it
+  (``analysisWe``), or the parser is ``openai_gptoss``.
 
 Removed spans are replaced by a line break, so a fence right after a closing tag or a
 channel header starts its own line. Everything here is linear in the text.
@@ -75,8 +80,16 @@ _HARMONY_HEAD = re.compile(r"(?:<\|start\|>([^<\n]{0,200}))?<\|channel\|>([^<\n]
                            r"(?:<\|constrain\|>[^<\n]{0,100})?<\|message\|>")
 _HARMONY_END = re.compile(r"<\|(?:end|return|call)\|>")
 _RECIPIENT = re.compile(r"\bto=(\S+)")
-_BARE_ANALYSIS = "analysis"
-_BARE_FINAL = "assistantfinal"
+_CHANNEL = r"(?: to=([\w.\-]{1,200}))?(analysis|commentary|final)(?: to=([\w.\-]{1,200}))?"
+#: A harmony header decoded without its special tokens: the first one (the prompt ended
+#: with ``<|start|>assistant``), and the later ones (``assistant`` is the role's text).
+_BARE_FIRST = re.compile(_CHANNEL)
+_BARE_HEAD = re.compile("assistant" + _CHANNEL)
+#: The first channel word glued to what follows (``analysisWe``, ``final```diff``), as a
+#: decoded harmony header is, and as English text is not (``analysis: ...``, ``finally``).
+_GLUED = re.compile(r"[^\s:,.;!?a-z]")
+#: The constrained content type of a call (``<|constrain|>json`` decodes to `` json``).
+_BARE_TYPE = re.compile(r" ?json(?=\s*[\[{])")
 
 
 #: Spans of removed reasoning described in :attr:`Answer.dropped` (more are counted).
@@ -130,8 +143,8 @@ def answer(text: str, parser: str = "auto") -> Answer:
     out = Answer(text)
     if "harmony" in syntaxes and "<|channel|>" in text:
         _harmony(out)
-    elif "harmony" in syntaxes and text.startswith(_BARE_ANALYSIS):
-        _bare_harmony(out)
+    elif "harmony" in syntaxes:
+        _bare_harmony(out, sure=syntaxes == ("harmony",))
     if "granite" in syntaxes:
         _granite(out)
     tags = [TAGS[s] for s in syntaxes if s in TAGS]
@@ -236,14 +249,40 @@ def _granite(out: Answer) -> None:
     out.text = stripped[cut + len(_GRANITE_RESPONSE):]
 
 
-def _bare_harmony(out: Answer) -> None:
-    """A harmony completion decoded without special tokens: the answer follows the last
-    ``assistantfinal``."""
-    cut = out.text.rfind(_BARE_FINAL)
-    if cut < 0:  # no final message, or plain text that starts with the word: left as is
+def _bare_harmony(out: Answer, sure: bool) -> None:
+    """A harmony completion decoded without its special tokens (``sure``: the parser says
+    the text is one): its messages split at the headers' words and kept as in
+    :func:`_harmony`; text that is not one is left as it is."""
+    text = out.text
+    first = _BARE_FIRST.match(text)
+    if first is None:
         return
-    out.drop(f"harmony analysis, decoded without its special tokens ({cut} characters)")
-    out.text = out.text[cut + len(_BARE_FINAL):]
+    lines = DiffLines(text)
+    heads = [first] + [h for h in _BARE_HEAD.finditer(text, first.end())
+                       if not lines.in_diff_line(h.start(), h.end())]
+    if len(heads) == 1 and not sure and not _GLUED.match(text, first.end()):
+        return
+    kept: list[str] = []
+    for i, head in enumerate(heads):
+        body = text[head.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        channel, recipient = head.group(2), head.group(1) or head.group(3)
+        _keep(out, kept, channel, recipient, body, "decoded without its special tokens")
+    out.text = "\n".join(kept)
+
+
+def _keep(out: Answer, kept: list[str], channel: str, recipient: str | None, body: str,
+          how: str = "") -> None:
+    """One harmony message: a call to ``functions.*`` (its body the arguments), answer text
+    (``final``; ``commentary`` to no one) kept, anything else dropped as reasoning."""
+    if recipient and recipient.startswith("functions."):
+        typed = _BARE_TYPE.match(body) if how else None
+        out.calls.append({"name": recipient[len("functions."):],
+                          "arguments": body[typed.end():] if typed else body})
+    elif channel == "final" or (channel == "commentary" and recipient is None):
+        kept.append(body)
+    else:
+        out.drop(f"harmony {channel or 'unnamed'} message ({len(body)} characters"
+                 f"{', ' + how if how else ''})")
 
 
 def _harmony(out: Answer) -> None:
@@ -267,12 +306,5 @@ def _harmony(out: Answer) -> None:
         role, channel_part = head.group(1) or "", head.group(2) or ""
         channel = (channel_part.split() or [""])[0]
         recipient = _RECIPIENT.search(f"{role} {channel_part}")
-        if recipient and recipient.group(1).startswith("functions."):
-            out.calls.append({"name": recipient.group(1)[len("functions."):],
-                              "arguments": body})
-        elif channel == "final" or (channel == "commentary" and recipient is None):
-            kept.append(body)
-        else:
-            out.drop(f"harmony {channel or 'unnamed'} message "
-                               f"({len(body)} characters)")
+        _keep(out, kept, channel, recipient.group(1) if recipient else None, body)
     out.text = "\n".join(kept)
