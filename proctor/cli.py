@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
+from proctor.cli_datasets import import_app, mine_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
@@ -28,6 +29,8 @@ image_app = typer.Typer(no_args_is_help=True,
 sandbox_app = typer.Typer(no_args_is_help=True,
                           help="Check that a sandbox backend keeps every sandbox promise.")
 app.add_typer(task_app, name="task")
+task_app.add_typer(import_app, name="import")
+task_app.command("mine")(mine_command)
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
 out = Console()

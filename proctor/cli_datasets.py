@@ -1,0 +1,141 @@
+"""``proctor task import swebench``: a dataset's rows become checked tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import_app = typer.Typer(no_args_is_help=True,
+                         help="Make tasks from datasets (SWE-bench rows and their variants).")
+out = Console()
+err = Console(stderr=True)
+
+
+@import_app.command("swebench")
+def import_swebench(
+    instances: Path = typer.Argument(..., help="Rows: JSONL, or a .json list (SWE-bench, "
+                                               "SWE-Gym, SWE-rebench field names)."),
+    repos: Path = typer.Option(..., "--repos", help="Directory of the rows' repositories: "
+                               "OWNER__NAME, OWNER/NAME or NAME, a checkout, a bare "
+                               "repository or a .bundle (no network is used)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Tasks directory (one task per "
+                                "instance; a task already imported from the same row is "
+                                "kept)."),
+    public: str = typer.Option("others", help="Public tests: 'others' (the test modules the "
+                               "test_patch does not touch) or 'all'."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Compute each task's "
+                               "baseline and compare it with the row's FAIL_TO_PASS / "
+                               "PASS_TO_PASS."),
+    jobs: int = typer.Option(0, min=0, help="Tasks checked at once (0: the cores)."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
+    image: str | None = typer.Option(None, help="Sandbox image tag."),
+) -> None:
+    """Import SWE-bench-style rows as tasks, check each, and report the agreement.
+
+    Exit status: 0 every row imported (and checked), 1 some row failed (each is an error
+    line naming the instance and the cause; the others are imported), 2 bad usage or an
+    unreadable rows file.
+    """
+    from proctor.datasets import PUBLIC_CHOICES
+    from proctor.datasets.import_run import import_dataset
+
+    if public not in PUBLIC_CHOICES:
+        err.print(f"[red]error[/red]: --public must be one of {', '.join(PUBLIC_CHOICES)}")
+        raise typer.Exit(2)
+    if not repos.is_dir():
+        err.print(f"[red]error[/red]: --repos {escape(str(repos))} is not a directory")
+        raise typer.Exit(2)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        imported = bar.add_task("import", total=None)
+        checked = bar.add_task("check", total=None, visible=check)
+
+        def tick(outcome, step: str) -> None:
+            if outcome.status == "error":
+                bar.console.print(f"[red]error[/red] {escape(outcome.instance)}: "
+                                  f"{escape(outcome.cause or '')}", highlight=False)
+            bar.advance(imported if step == "import" else checked)
+        try:
+            outcomes = import_dataset(instances, repos, output, public=public, check=check,
+                                      jobs=jobs, backend=sandbox, image=image, progress=tick)
+        except (OSError, ValueError) as exc:
+            err.print(f"[red]error[/red]: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    _summary(outcomes, output, check)
+    if any(o.status == "error" for o in outcomes):
+        raise typer.Exit(1)
+
+
+def _summary(outcomes: list, output: Path, check: bool) -> None:
+    from proctor.datasets.import_run import REPORT_FILE
+
+    table = Table(title=f"{len(outcomes)} rows -> {output}")
+    for col in ("instance", "status", "agreement", "FAIL_TO_PASS row/proctor/equal",
+                "flaky"):
+        table.add_column(col)
+    for o in outcomes:
+        a = o.agreement
+        if a is None:
+            table.add_row(o.instance, o.status, "-" if check else "not checked", "", "")
+            continue
+        f = a.fail_to_pass
+        table.add_row(o.instance, o.status, a.verdict,
+                      f"{len(f.equal) + len(f.row_only)}/{len(f.equal) + len(f.proctor_only)}"
+                      f"/{len(f.equal)}", str(len(a.flaky)))
+    out.print(table)
+    out.print(f"report: {escape(str(output / REPORT_FILE))}", highlight=False)
+
+
+def mine_command(
+    repo: Path = typer.Option(..., "--repo", help="The repository: a checkout, a bare "
+                              "repository or a .bundle file."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where the kept tasks, rows.jsonl "
+                                "and the reports go."),
+    name: str | None = typer.Option(None, help="owner/name for the rows' repo and instance "
+                                    "ids (default: from the origin URL, else local/DIRNAME)."),
+    commits: str = typer.Option("HEAD", "--commits", help="git rev-list range to mine, e.g. "
+                                "v1.0..main."),
+    limit: int = typer.Option(0, min=0, help="Only the newest N candidates (0: all)."),
+    jobs: int = typer.Option(0, min=0, help="Tasks checked at once (0: the cores)."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
+    image: str | None = typer.Option(None, help="Sandbox image tag."),
+) -> None:
+    """Mine real fix commits into tasks and SWE-bench rows, keeping only those where a test
+    fails before the fix and passes after it in every run, and no test flips on reruns.
+
+    Exit status: 0 at least one task kept, 1 none kept, 2 bad usage (the repository or
+    the range cannot be read).
+    """
+    from proctor.datasets.git_repos import RepoNotFound, repo_name
+    from proctor.datasets.mine_run import ROWS_FILE, mine_repository
+
+    name = name or repo_name(repo)
+    if name.count("/") != 1:
+        err.print(f"[red]error[/red]: --name must be owner/name, got {escape(name)}")
+        raise typer.Exit(2)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        steps = {"import": bar.add_task("import", total=None),
+                 "check": bar.add_task("check", total=None)}
+        try:
+            mined = mine_repository(repo, name, output, revisions=commits, limit=limit,
+                                    jobs=jobs, backend=sandbox, image=image,
+                                    progress=lambda o, step: bar.advance(steps[step]))
+        except (RepoNotFound, ValueError) as exc:
+            err.print(f"[red]error[/red]: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    table = Table(title=f"{name}: {len(mined)} candidate commits -> {output}")
+    for col in ("instance", "kept", "why not"):
+        table.add_column(col)
+    for m in mined:
+        table.add_row(m.instance, "yes" if m.kept else "no", m.why or "")
+    out.print(table)
+    kept = sum(m.kept for m in mined)
+    out.print(f"{kept} kept; rows: {escape(str(output / ROWS_FILE))}", highlight=False)
+    if not kept:
+        raise typer.Exit(1)

@@ -1,0 +1,73 @@
+"""Candidate tasks from a repository's real fix commits (the git half of ``proctor task
+mine``).
+
+A commit is a candidate when it is not a merge, has a parent, and changes both test files
+and non-test Python files. Its row: base = the first parent, ``patch`` = the diff of every
+file that is not a test file, ``test_patch`` = the diff of the test files (a test module
+as pytest collects it, a file under a test directory, a ``conftest.py``: see
+:mod:`proctor.patch.testpaths`), ``instance_id`` = ``owner__name-<12 hex digits of the
+commit>``. Whether a candidate is kept (a test fails before and passes after, and no test
+flips on reruns) is decided by running it: the import and ``task check``.
+"""
+
+from __future__ import annotations
+
+from proctor.datasets.git_repos import GitRepo
+from proctor.datasets.swebench_rows import SWEBenchRow
+from proctor.patch import in_test_dir, is_test_module
+
+
+def is_test_file(path: str) -> bool:
+    """A file a commit's ``test_patch`` holds rather than its ``patch``."""
+    return is_test_module(path) or in_test_dir(path) or path.rsplit("/", 1)[-1] == "conftest.py"
+
+
+def candidate_commits(repo: GitRepo, revisions: str = "HEAD") -> list[str]:
+    """Full names of the candidate commits in ``revisions`` (a ``git rev-list`` range such
+    as ``v1.0..main``; default: all of HEAD's history), newest first.
+
+    Raises:
+        ValueError: git cannot read the range (its message).
+    """
+    out = repo.git("log", "--no-merges", "--format=\x1e%H %P", "--name-only", revisions)
+    if out.returncode != 0:
+        raise ValueError(f"git log {revisions}: "
+                         f"{out.stderr.decode(errors='replace').strip()[:300]}")
+    found = []
+    for block in out.stdout.decode(errors="replace").split("\x1e")[1:]:
+        head, *paths = [line for line in block.splitlines() if line.strip()]
+        commit, *parents = head.split()
+        if not parents:
+            continue
+        tests = [p for p in paths if is_test_file(p)]
+        code = [p for p in paths if not is_test_file(p) and p.endswith(".py")]
+        if tests and code:
+            found.append(commit)
+    return found
+
+
+def row_from_commit(repo: GitRepo, repo_name: str, commit: str) -> SWEBenchRow:
+    """The candidate row of ``commit`` of ``repo_name`` (``owner/name``); FAIL_TO_PASS and
+    PASS_TO_PASS are left empty for the runs to fill.
+
+    Raises:
+        ValueError: ``commit`` is not in the repository, is a root commit, or changes no
+            test file or no other file.
+    """
+    full = repo.commit(commit)
+    if full is None:
+        raise ValueError(f"commit {commit} is not in the repository {repo.origin}")
+    parent = repo.parent(full)
+    if parent is None:
+        raise ValueError(f"commit {full[:12]} has no parent")
+    listed = repo.git("diff", "--name-only", "--no-renames", parent, full)
+    paths = [p for p in listed.stdout.decode(errors="replace").splitlines() if p]
+    tests = [p for p in paths if is_test_file(p)]
+    if not tests or len(tests) == len(paths):
+        raise ValueError(f"commit {full[:12]} changes "
+                         f"{'no test file' if not tests else 'only test files'}")
+    owner, name = repo_name.split("/", 1)
+    return SWEBenchRow(instance_id=f"{owner}__{name}-{full[:12]}", repo=repo_name,
+                       base_commit=parent, patch=repo.diff(parent, full, exclude=tests),
+                       test_patch=repo.diff(parent, full, paths=tests),
+                       extra={"fix_commit": full})
