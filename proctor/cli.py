@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
-from proctor.cli_datasets import import_app, mine_command
+from proctor.cli_datasets import export_app, import_app, mine_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
@@ -33,6 +33,7 @@ task_app.add_typer(import_app, name="import")
 task_app.command("mine")(mine_command)
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(export_app, name="export")
 out = Console()
 err = Console(stderr=True)
 

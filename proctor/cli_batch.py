@@ -46,7 +46,8 @@ INFRA_KINDS = {"blocked", "infra", "engine_unavailable", "image_missing", "inter
 
 def batch_command(
     rollouts: Path = typer.Argument(..., help="Rollouts JSONL (task, patch|patch_file, "
-                                    "rollout_id, group_id, sample_index, message, metadata)."),
+                                    "rollout_id, group_id, sample_index, message, metadata), "
+                                    "or SWE-bench predictions (JSONL or .json) with --tasks."),
     output: Path = typer.Option(..., "--output", "-o", help="Reward records JSONL."),
     workers: int | None = typer.Option(None, "--workers", "-w", min=1,
                                        help="Concurrent rollouts (default: cores)."),
@@ -59,11 +60,14 @@ def batch_command(
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     cache: bool = typer.Option(True, help="Reuse results of identical patches."),
     retries: int = typer.Option(3, min=0, help="Extra attempts for infrastructure errors."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="Imported tasks' directory, for "
+                                      "SWE-bench predictions (instance_id, model_patch, "
+                                      "model_name_or_path) in the input."),
 ) -> None:
     """Score a JSONL file of rollouts in parallel; records are flushed as each finishes."""
     out, err = Console(), Console(stderr=True)
     try:
-        items = read_rollouts(rollouts)
+        items = read_rollouts(rollouts, tasks)
     except OSError as exc:
         err.print(f"[red]cannot read {rollouts}[/red]: {exc.strerror or exc}")
         raise typer.Exit(EXIT_CONFIG) from None

@@ -28,6 +28,9 @@ def import_swebench(
                                 "kept)."),
     public: str = typer.Option("others", help="Public tests: 'others' (the test modules the "
                                "test_patch does not touch) or 'all'."),
+    install: str = typer.Option("auto", help="Pip-install the repository before the tests: "
+                                "'auto' (when the row names an install command), 'yes', "
+                                "'no'."),
     check: bool = typer.Option(True, "--check/--no-check", help="Compute each task's "
                                "baseline and compare it with the row's FAIL_TO_PASS / "
                                "PASS_TO_PASS."),
@@ -43,10 +46,13 @@ def import_swebench(
     """
     from proctor.datasets import PUBLIC_CHOICES
     from proctor.datasets.import_run import import_dataset
+    from proctor.datasets.swebench_import import INSTALL_CHOICES
 
-    if public not in PUBLIC_CHOICES:
-        err.print(f"[red]error[/red]: --public must be one of {', '.join(PUBLIC_CHOICES)}")
-        raise typer.Exit(2)
+    for name, value, choices in (("public", public, PUBLIC_CHOICES),
+                                 ("install", install, INSTALL_CHOICES)):
+        if value not in choices:
+            err.print(f"[red]error[/red]: --{name} must be one of {', '.join(choices)}")
+            raise typer.Exit(2)
     if not repos.is_dir():
         err.print(f"[red]error[/red]: --repos {escape(str(repos))} is not a directory")
         raise typer.Exit(2)
@@ -61,7 +67,8 @@ def import_swebench(
                                   f"{escape(outcome.cause or '')}", highlight=False)
             bar.advance(imported if step == "import" else checked)
         try:
-            outcomes = import_dataset(instances, repos, output, public=public, check=check,
+            outcomes = import_dataset(instances, repos, output, public=public, install=install,
+                                      check=check,
                                       jobs=jobs, backend=sandbox, image=image, progress=tick)
         except (OSError, ValueError) as exc:
             err.print(f"[red]error[/red]: {escape(str(exc))}")
@@ -139,3 +146,64 @@ def mine_command(
     out.print(f"{kept} kept; rows: {escape(str(output / ROWS_FILE))}", highlight=False)
     if not kept:
         raise typer.Exit(1)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Write reward records in other tools' "
+                                                   "report shapes.")
+
+
+@export_app.command("swebench")
+def export_swebench(
+    rewards: Path = typer.Argument(..., help="Reward records JSONL (proctor batch's output)."),
+    output: Path = typer.Option(..., "-o", "--output", help="SWE-bench report JSON to write."),
+    model: str | None = typer.Option(None, help="Only the records of this "
+                                     "model_name_or_path (a batch of several models)."),
+    dataset: Path | None = typer.Option(None, help="The rows (JSONL or .json): their "
+                                        "instances without a record count as incomplete."),
+) -> None:
+    """SWE-bench's run report (schema_version 2) with each instance's report (resolved,
+    tests_status) under "instances".
+
+    Exit status: 0 written, 2 unreadable input, no record, or two records of one instance.
+    """
+    import json
+
+    from proctor.datasets.swebench_report import DuplicateInstances, export
+    from proctor.datasets.swebench_rows import read_rows
+    from proctor.record import RewardRecord
+
+    records, skipped = [], 0
+    try:
+        lines = rewards.read_bytes().splitlines()
+        ids = None if dataset is None else [r.row.instance_id for r in read_rows(dataset)
+                                            if r.row is not None]
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = RewardRecord.model_validate_json(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if model is None or (rec.metadata or {}).get("model_name_or_path") == model:
+            records.append(rec)
+    if skipped:
+        err.print(f"skipped {skipped} lines that are not reward records", highlight=False)
+    if not records:
+        err.print(f"[red]error[/red]: no reward record in {escape(str(rewards))}"
+                  + (f" for model {escape(model)}" if model else ""))
+        raise typer.Exit(2)
+    try:
+        report = export(records, ids)
+    except DuplicateInstances as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    out.print(f"{report['resolved_instances']} of {report['total_instances']} instances "
+              f"resolved ({report['error_instances']} errors, "
+              f"{report['empty_patch_instances']} empty patches) -> {escape(str(output))}",
+              highlight=False)

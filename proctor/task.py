@@ -380,15 +380,32 @@ class Task(BaseModel):
                         raise TaskConfigError(f"{path}: {exc}") from None
         return sorted(set(lines))
 
+    def _input_files(self) -> set[Path]:
+        """The files :attr:`fingerprint` covers."""
+        req = self.config.requirements_file
+        parts = [self.root / TASK_FILE, self.repo, self.hidden, self.reference_patch,
+                 self.bench_dir, self.root / req if req else None]
+        return {p for part in parts for p in _files_under(part)}
+
     @cached_property
     def fingerprint(self) -> str:
-        """sha256 (hex) over every file of the task: path, mode bit x, and content."""
+        """sha256 (hex) over the files a measurement of the task reads: ``task.toml``,
+        ``repo/``, the hidden dir, ``reference.patch``, the requirements file and the
+        benchmark dir (path, mode bit x, content). Other files of the task dir (notes, an
+        import's ``swebench.json`` and ``agreement.json``) are not part of it, so writing
+        them keeps the cached baseline."""
         h = hashlib.sha256()
-        for p in sorted(_files(self.root)):
+        for p in sorted(self._input_files()):
             rel = p.relative_to(self.root).as_posix()
             h.update(rel.encode() + b"\0" + (b"x" if p.stat().st_mode & 0o100 else b"-"))
             h.update(hashlib.sha256(p.read_bytes()).digest())
         return h.hexdigest()
+
+
+def _files_under(path: Path | None) -> list[Path]:
+    if path is None or not path.exists():
+        return []
+    return [path] if path.is_file() else _files(path)
 
 
 def _files(root: Path) -> list[Path]:

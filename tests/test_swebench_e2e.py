@@ -10,7 +10,6 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from proctor import load_task, score
 from proctor.cli import app
 from proctor.datasets.import_run import AGREEMENT_FILE, import_dataset
 from proctor.datasets.mine_run import MINE_REPORT_FILE, ROWS_FILE
@@ -65,14 +64,55 @@ def test_the_mined_rows_import_again_and_agree(mined):
 
 
 @pytest.mark.docker
-def test_each_kept_reference_scores_about_1_and_the_empty_patch_0(mined):
+def test_predictions_score_each_reference_about_1_and_the_empty_patch_0(mined, tmp_path):
+    """SWE-bench predictions through ``proctor batch --tasks`` and back out through
+    ``proctor export swebench``: the references ("gold") resolve every kept instance, the
+    empty patches ("empty") none, and an unknown instance is a record naming it."""
     out, report = mined
-    for r in (r for r in report if r["kept"]):
-        task = load_task(out / r["instance_id"])
-        ref = score(task, (task.root / "reference.patch").read_bytes(), rollout_id="reference",
-                    sandbox="docker")
-        assert ref.status == "scored" and ref.reward >= 0.9, (r, ref.reward,
-                                                               ref.component_notes)
-        assert ref.tests["hidden"].f2p_passed == ref.tests["hidden"].f2p_total > 0
-        empty = score(task, b"", rollout_id="empty", sandbox="docker")
-        assert empty.status == "scored" and empty.reward == 0.0, (r, empty.reward)
+    kept = [r["instance_id"] for r in report if r["kept"]]
+    preds = [{"instance_id": i, "model_name_or_path": "gold",
+              "model_patch": (out / i / "reference.patch").read_text()} for i in kept]
+    preds += [{"instance_id": i, "model_name_or_path": "empty", "model_patch": ""}
+              for i in kept]
+    preds.append({"instance_id": "r1chardj0n3s__parse-000000000000", "model_patch": "x",
+                  "model_name_or_path": "gold"})
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    runner = CliRunner()
+    result = runner.invoke(app, ["batch", str(tmp_path / "preds.jsonl"), "--tasks", str(out),
+                                 "-o", str(tmp_path / "rewards.jsonl"), "--workers", "2",
+                                 "--sandbox", "docker"])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    by_id = {r["rollout_id"]: r for r in records}
+    for i in kept:
+        gold, empty = by_id[f"gold/{i}"], by_id[f"empty/{i}"]
+        assert gold["status"] == "scored" and gold["reward"] >= 0.9, (i, gold["reward"],
+                                                                      gold["component_notes"])
+        hidden = gold["tests"]["hidden"]
+        assert hidden["f2p_passed"] == hidden["f2p_total"] > 0
+        assert empty["status"] == "scored" and empty["reward"] == 0.0, (i, empty["reward"])
+    ghost = by_id["r1chardj0n3s__parse-000000000000"]
+    assert ghost["status"] == "error" and "unknown instance" in ghost["error"]["message"]
+    for model, resolved, empties in (("gold", kept, []), ("empty", [], kept)):
+        result = runner.invoke(app, ["export", "swebench", str(tmp_path / "rewards.jsonl"),
+                                     "--model", model, "-o", str(tmp_path / f"{model}.json")])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((tmp_path / f"{model}.json").read_text())
+        assert summary["resolved_ids"] == sorted(resolved)
+        assert summary["empty_patch_ids"] == sorted(empties)
+
+
+@pytest.mark.docker
+def test_a_row_whose_environment_cannot_be_built_is_an_error_naming_it(tmp_path, docker_ready):
+    from proctor.datasets import RepoCache
+    from proctor.datasets.mine import row_from_commit
+
+    with RepoCache(DATA) as cache:
+        row = row_from_commit(cache.get(PARSE), PARSE, KEPT[0])
+    row = row.model_copy(update={"instance_id": "unbuildable",
+                                 "requirements": ["proctor-no-such-package==9.9.9"]})
+    (tmp_path / "rows.jsonl").write_text(row.model_dump_json() + "\n")
+    outcomes = import_dataset(tmp_path / "rows.jsonl", DATA, tmp_path / "tasks", check=True,
+                              backend="docker")
+    assert [o.status for o in outcomes] == ["error"]
+    assert "proctor-no-such-package" in outcomes[0].cause, outcomes[0].cause

@@ -253,3 +253,43 @@ def test_a_row_proctor_wrote_reads_back_as_the_same_row(rows, tmp_path):
 
     again = parse_row(json.loads(rows[0].model_dump_json()), 1).row
     assert again == rows[0] and again.extra == {"fix_commit": rows[0].extra["fix_commit"]}
+
+
+@pytest.mark.parametrize("install, extra, expected", [
+    ("auto", {}, False),
+    ("auto", {"install_config": {"install": "pip install -e ."}}, True),
+    ("yes", {}, True),
+    ("no", {"install_config": {"install": "pip install -e ."}}, False),
+])
+def test_install_follows_the_row_or_the_option(parse_repo, rows, tmp_path, install, extra,
+                                               expected):
+    row = rows[0].model_copy(update={"extra": {**rows[0].extra, **extra}})
+    done = import_row(row, parse_repo, tmp_path, install=install)
+    assert load_task(done.task).config.install is expected
+
+
+def test_files_no_measurement_reads_leave_the_fingerprint_and_the_baseline_key(
+        parse_repo, rows, tmp_path):
+    """Writing an import's bookkeeping (swebench.json, agreement.json, notes) into a task
+    keeps its cached baseline; a change to what the runs read does not."""
+    done = import_row(rows[0], parse_repo, tmp_path)
+    before = load_task(done.task).fingerprint
+    (done.task / "agreement.json").write_text("{}")
+    (done.task / "swebench.json").write_text("{}")
+    (done.task / "NOTES.md").write_text("looked at it")
+    assert load_task(done.task).fingerprint == before
+    hidden = next((done.task / "hidden").rglob("*.py"))
+    hidden.write_text(hidden.read_text() + "\n# changed\n")
+    assert load_task(done.task).fingerprint != before
+    (done.task / "reference.patch").unlink()
+    assert load_task(done.task).fingerprint not in (before,)
+
+
+def test_a_multi_line_cause_is_one_error_line():
+    from proctor.datasets.import_run import one_line
+
+    text = ("resolve failed:\nWARNING: Location 'file:///x' is ignored\n"
+            "ERROR: No matching distribution found for nope==1\n")
+    assert one_line(text) == ("resolve failed: | ERROR: No matching distribution found "
+                              "for nope==1")
+    assert len(one_line("x" * 1000)) == 400

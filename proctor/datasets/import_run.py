@@ -54,7 +54,8 @@ Progress = Callable[[Outcome, str], None]
 
 
 def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # noqa: PLR0913
-                   public: str = "others", check: bool = True, jobs: int = 0,
+                   public: str = "others", install: str = "auto", check: bool = True,
+                   jobs: int = 0,
                    backend: str | None = None, image: str | None = None,
                    progress: Progress | None = None, pinned: dict[str, Path] | None = None
                    ) -> list[Outcome]:
@@ -72,7 +73,7 @@ def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # n
             if read.error is not None:
                 outcome = Outcome(read.error.instance, "error", read.error.cause)
             else:
-                outcome = _import_one(read.row, cache, tasks_dir, public)
+                outcome = _import_one(read.row, cache, tasks_dir, public, install)
             outcomes.append(outcome)
             tick(outcome, "import")
     if check:
@@ -87,10 +88,20 @@ def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # n
     return outcomes
 
 
-def _import_one(row: SWEBenchRow, cache: RepoCache, tasks_dir: Path, public: str) -> Outcome:
+def one_line(text: str, limit: int = 400) -> str:
+    """A multi-line message as one line for an error line: its lines joined with `` | ``,
+    pip's ``WARNING:`` lines left out, cut at ``limit`` characters."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()
+             and not x.strip().startswith("WARNING:")]
+    joined = " | ".join(lines) or text.strip()
+    return joined if len(joined) <= limit else joined[:limit - 3] + "..."
+
+
+def _import_one(row: SWEBenchRow, cache: RepoCache, tasks_dir: Path, public: str,
+                install: str) -> Outcome:
     try:
         repo = cache.get(row.repo)
-        done = import_row(row, repo, tasks_dir, public=public)
+        done = import_row(row, repo, tasks_dir, public=public, install=install)
     except (RowError, RepoNotFound, RuntimeError) as exc:
         return Outcome(row.instance_id, "error", getattr(exc, "cause", str(exc)), row=row)
     return Outcome(row.instance_id, done.status, task=done.task, row=row)
@@ -119,11 +130,11 @@ def _check_one(outcome: Outcome, backend: str | None, image: str | None) -> Outc
                              + (f" and {more} more" if more > 0 else ""))
     except TaskConfigError as exc:
         if "no FAIL_TO_PASS test" not in str(exc):
-            outcome.status, outcome.cause = "error", f"task check: {exc}"
+            outcome.status, outcome.cause = "error", f"task check: {one_line(str(exc))}"
             return outcome
         outcome.agreement = without_baseline(outcome.row, str(exc))
     except InfraError as exc:
-        outcome.status, outcome.cause = "error", f"infrastructure: {exc}"
+        outcome.status, outcome.cause = "error", f"infrastructure: {one_line(str(exc))}"
         return outcome
     (outcome.task / AGREEMENT_FILE).write_text(
         json.dumps(outcome.agreement.as_json(), indent=1, sort_keys=True), encoding="utf-8")

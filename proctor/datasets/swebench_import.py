@@ -16,7 +16,8 @@ history (:mod:`proctor.datasets.git_repos`), ``TASKS_DIR/<instance_id>/`` gets:
   ``*_test.py`` not touched by the test patch, or, when every one is, their versions
   before it; ``"all"``: every test module);
   ``requirements`` = the row's, or the project's own (``[project] dependencies`` and a
-  ``test`` / ``tests`` / ``testing`` extra of ``pyproject.toml``);
+  ``test`` / ``tests`` / ``testing`` extra of ``pyproject.toml``); ``install`` when the row
+  names an install command (or as the caller says: :func:`import_row`);
 * ``swebench.json``: the row as read (its SWE-bench field names), for the agreement report
   and ``proctor export swebench``.
 
@@ -50,6 +51,7 @@ from proctor.task import TASK_FILE, load_task
 
 ROW_FILE = "swebench.json"
 PUBLIC_CHOICES = ("others", "all")
+INSTALL_CHOICES = ("auto", "yes", "no")
 #: Directories never searched for test modules or packages.
 _SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules",
                         "__pycache__", ".eggs"})
@@ -67,15 +69,20 @@ class Imported:
 
 
 def import_row(row: SWEBenchRow, repo: GitRepo, tasks_dir: Path, *,
-               public: str = "others") -> Imported:
-    """Write the task of ``row`` under ``tasks_dir`` (module docstring).
+               public: str = "others", install: str = "auto") -> Imported:
+    """Write the task of ``row`` under ``tasks_dir`` (module docstring). ``install``:
+    ``yes`` / ``no`` set the task's ``install``; ``auto`` sets it when the row names an
+    install command (SWE-rebench's ``install_config.install``).
 
     Raises:
         RowError: the row cannot become a task (the cause names what failed).
-        ValueError: ``public`` is not one of :data:`PUBLIC_CHOICES`.
+        ValueError: ``public`` or ``install`` is not one of its choices.
     """
     if public not in PUBLIC_CHOICES:
         raise ValueError(f"public must be one of {', '.join(PUBLIC_CHOICES)}, got {public!r}")
+    if install not in INSTALL_CHOICES:
+        raise ValueError(f"install must be one of {', '.join(INSTALL_CHOICES)}, "
+                         f"got {install!r}")
     dest = tasks_dir / row.instance_id
     stated = row.model_dump(mode="json")
     if _same_row(dest, stated):
@@ -88,7 +95,7 @@ def import_row(row: SWEBenchRow, repo: GitRepo, tasks_dir: Path, *,
     work = Path(tempfile.mkdtemp(prefix=f".{row.instance_id}.", suffix=".partial",
                                  dir=tasks_dir))
     try:
-        _build(row, repo, commit, work, public, fail)
+        _build(row, repo, commit, work, public, _installs(row, install), fail)
         if dest.exists():
             shutil.rmtree(dest)
         work.rename(dest)
@@ -109,8 +116,15 @@ def _same_row(dest: Path, stated: dict) -> bool:
         return False
 
 
-def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str,
-           fail) -> None:
+def _installs(row: SWEBenchRow, install: str) -> bool:
+    if install != "auto":
+        return install == "yes"
+    config = row.extra.get("install_config")
+    return isinstance(config, dict) and bool(str(config.get("install") or "").strip())
+
+
+def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str,  # noqa: PLR0913
+           install: bool, fail) -> None:
     tree = work / "repo"
     try:
         repo.export(commit, tree)
@@ -144,6 +158,7 @@ def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str
         "description": f"{row.repo}@{commit[:12]} (SWE-bench instance {row.instance_id})",
         "sources": sources,
         "hidden_at_upstream_path": True,
+        "install": install,
         "tests": {"public": public_tests, "hidden_dir": "hidden"},
     }
     requirements = row.requirements or _project_requirements(tree)

@@ -12,6 +12,15 @@ Proctor's command line. ``metadata`` is copied to the output record untouched; `
 ignored. A line that is not such an object becomes an ``error`` record of kind
 ``bad_input`` whose message names the line number; it never stops the batch.
 
+SWE-bench predictions are read too, given the imported tasks' directory (``--tasks``):
+``{"instance_id": ..., "model_patch": ..., "model_name_or_path": ...}`` per line, or a
+``.json`` file holding a list of them or an object of them by instance id. Such a line is
+the rollout of task ``TASKS_DIR/<instance_id>`` with the patch ``model_patch`` (null or
+empty: scored as the empty patch), ``rollout_id`` ``<model_name_or_path>/<instance_id>``
+unless it has one, and ``metadata`` carrying ``instance_id``, ``model_name_or_path`` and
+``model_patch_is_none`` for ``proctor export swebench``. An instance with no task there is
+a ``bad_input`` record naming it.
+
 Output: one :class:`~proctor.record.RewardRecord` per line, written and flushed as each
 rollout finishes (completion order, not input order).
 """
@@ -93,9 +102,39 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{field}': {msg}{more}" if field else f"{msg}{more}"
 
 
-def item_from_obj(index: int, obj: object, line: int | None = None) -> BatchItem:
-    """Validate one decoded input object (pure)."""
+def _prediction(obj: dict, tasks_dir: Path | None) -> dict | str:
+    """A SWE-bench prediction as a rollout object, or why it cannot be one."""
+    instance = obj.get("instance_id")
+    if not isinstance(instance, str) or not instance or "/" in instance or instance in (
+            ".", ".."):
+        return f"a SWE-bench prediction needs an instance_id, got {instance!r}"
+    if tasks_dir is None:
+        return (f"instance {instance}: a SWE-bench prediction (instance_id, model_patch) "
+                "needs the imported tasks' directory (--tasks TASKS_DIR)")
+    task = tasks_dir / instance
+    if not (task / "task.toml").is_file():
+        return f"unknown instance {instance}: no task at {task}"
+    model = str(obj.get("model_name_or_path") or "model")
+    patch = obj.get("model_patch")
+    if patch is not None and not isinstance(patch, str):
+        return f"instance {instance}: model_patch must be text or null"
+    meta = {**(obj.get("metadata") or {}), "instance_id": instance,
+            "model_name_or_path": model, "model_patch_is_none": patch is None}
+    return {**{k: v for k, v in obj.items() if k not in ("model_patch", "metadata")},
+            "task": str(task), "patch": patch or "", "metadata": meta,
+            "rollout_id": obj.get("rollout_id") or f"{model}/{instance}"}
+
+
+def item_from_obj(index: int, obj: object, line: int | None = None,
+                  tasks_dir: Path | None = None) -> BatchItem:
+    """Validate one decoded input object (pure but for a SWE-bench prediction's task
+    lookup under ``tasks_dir``)."""
     raw_id = None
+    if isinstance(obj, dict) and "model_patch" in obj and "task" not in obj:
+        made = _prediction(obj, tasks_dir)
+        if isinstance(made, str):
+            return BatchItem(index, None, line, made, str(obj.get("instance_id") or "") or None)
+        obj = made
     if isinstance(obj, dict) and obj.get("rollout_id") is not None:
         raw_id = str(obj["rollout_id"])
     if isinstance(obj, Rollout):
@@ -108,9 +147,11 @@ def item_from_obj(index: int, obj: object, line: int | None = None) -> BatchItem
         return BatchItem(index, None, line, _first_error(exc), raw_id)
 
 
-def parse_jsonl(lines: Iterable[str | bytes]) -> list[BatchItem]:
+def parse_jsonl(lines: Iterable[str | bytes], tasks_dir: Path | None = None
+                ) -> list[BatchItem]:
     """Parse JSONL rollouts (pure); blank lines are skipped, bad lines become items with a
-    ``problem``. Line numbers are 1-based."""
+    ``problem``. Line numbers are 1-based. ``tasks_dir``: where SWE-bench predictions'
+    tasks are (module docstring)."""
     items: list[BatchItem] = []
     for number, raw in enumerate(lines, start=1):
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
@@ -122,14 +163,26 @@ def parse_jsonl(lines: Iterable[str | bytes]) -> list[BatchItem]:
             items.append(BatchItem(len(items), None, number, f"not valid JSON: {exc.msg} "
                                                              f"(column {exc.colno})"))
             continue
-        items.append(item_from_obj(len(items), obj, number))
+        items.append(item_from_obj(len(items), obj, number, tasks_dir))
     return items
 
 
-def read_rollouts(path: Path) -> list[BatchItem]:
-    """:func:`parse_jsonl` over a file. Raises OSError when it cannot be read."""
+def read_rollouts(path: Path, tasks_dir: Path | None = None) -> list[BatchItem]:
+    """:func:`parse_jsonl` over a file; a ``.json`` file holding a list of SWE-bench
+    predictions, or an object of them by instance id, is read as its items. Raises OSError
+    when it cannot be read."""
+    path = Path(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+            data = [{"instance_id": k, **v} for k, v in data.items()]
+        if isinstance(data, list):
+            return [item_from_obj(i, obj, None, tasks_dir) for i, obj in enumerate(data)]
     with open(path, "rb") as fh:
-        return parse_jsonl(fh)
+        return parse_jsonl(fh, tasks_dir)
 
 
 def error_record(*, rollout_id: str | None, kind: str, message: str, task: str | None = None,  # noqa: PLR0913
