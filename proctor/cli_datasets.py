@@ -31,6 +31,9 @@ def import_swebench(
     install: str = typer.Option("auto", help="Pip-install the repository before the tests: "
                                 "'auto' (when the row names an install command), 'yes', "
                                 "'no'."),
+    baseline_runs: int | None = typer.Option(None, "--baseline-runs", help="The tasks' "
+                                             "\\[baseline] runs (default 3): runs of each "
+                                             "suite with and without the fix."),
     check: bool = typer.Option(True, "--check/--no-check", help="Compute each task's "
                                "baseline and compare it with the row's FAIL_TO_PASS / "
                                "PASS_TO_PASS."),
@@ -44,15 +47,11 @@ def import_swebench(
     line naming the instance and the cause; the others are imported), 2 bad usage or an
     unreadable rows file.
     """
-    from proctor.datasets import PUBLIC_CHOICES
     from proctor.datasets.import_run import import_dataset
-    from proctor.datasets.swebench_import import INSTALL_CHOICES
+    from proctor.sandbox.cleanup import install_signal_handlers
 
-    for name, value, choices in (("public", public, PUBLIC_CHOICES),
-                                 ("install", install, INSTALL_CHOICES)):
-        if value not in choices:
-            err.print(f"[red]error[/red]: --{name} must be one of {', '.join(choices)}")
-            raise typer.Exit(2)
+    install_signal_handlers()  # SIGTERM, like SIGINT, removes the run's partial work
+    options = _options(public, install, baseline_runs)
     if not repos.is_dir():
         err.print(f"[red]error[/red]: --repos {escape(str(repos))} is not a directory")
         raise typer.Exit(2)
@@ -67,15 +66,28 @@ def import_swebench(
                                   f"{escape(outcome.cause or '')}", highlight=False)
             bar.advance(imported if step == "import" else checked)
         try:
-            outcomes = import_dataset(instances, repos, output, public=public, install=install,
-                                      check=check,
+            outcomes = import_dataset(instances, repos, output, options=options, check=check,
                                       jobs=jobs, backend=sandbox, image=image, progress=tick)
         except (OSError, ValueError) as exc:
             err.print(f"[red]error[/red]: {escape(str(exc))}")
             raise typer.Exit(2) from None
+    if not outcomes:
+        err.print(f"[red]error[/red]: no rows in {escape(str(instances))}")
+        raise typer.Exit(2)
     _summary(outcomes, output, check)
     if any(o.status == "error" for o in outcomes):
         raise typer.Exit(1)
+
+
+def _options(public: str, install: str, baseline_runs: int | None):
+    """The import options, or exit 2 naming the bad one."""
+    from proctor.datasets import ImportOptions
+
+    try:
+        return ImportOptions(public=public, install=install, baseline_runs=baseline_runs)
+    except ValueError as exc:
+        err.print(f"[red]error[/red]: --{escape(str(exc))}")
+        raise typer.Exit(2) from None
 
 
 def _summary(outcomes: list, output: Path, check: bool) -> None:
@@ -108,6 +120,9 @@ def mine_command(
     commits: str = typer.Option("HEAD", "--commits", help="git rev-list range to mine, e.g. "
                                 "v1.0..main."),
     limit: int = typer.Option(0, min=0, help="Only the newest N candidates (0: all)."),
+    baseline_runs: int | None = typer.Option(None, "--baseline-runs", help="The tasks' "
+                                             "\\[baseline] runs (default 3): a test must "
+                                             "fail in all before and pass in all after."),
     jobs: int = typer.Option(0, min=0, help="Tasks checked at once (0: the cores)."),
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
     image: str | None = typer.Option(None, help="Sandbox image tag."),
@@ -120,7 +135,10 @@ def mine_command(
     """
     from proctor.datasets.git_repos import RepoNotFound, repo_name
     from proctor.datasets.mine_run import ROWS_FILE, mine_repository
+    from proctor.sandbox.cleanup import install_signal_handlers
 
+    install_signal_handlers()  # SIGTERM, like SIGINT, removes the run's partial work
+    options = _options("others", "auto", baseline_runs)
     name = name or repo_name(repo)
     if name.count("/") != 1:
         err.print(f"[red]error[/red]: --name must be owner/name, got {escape(name)}")
@@ -131,7 +149,7 @@ def mine_command(
                  "check": bar.add_task("check", total=None)}
         try:
             mined = mine_repository(repo, name, output, revisions=commits, limit=limit,
-                                    jobs=jobs, backend=sandbox, image=image,
+                                    jobs=jobs, options=options, backend=sandbox, image=image,
                                     progress=lambda o, step: bar.advance(steps[step]))
         except (RepoNotFound, ValueError) as exc:
             err.print(f"[red]error[/red]: {escape(str(exc))}")
@@ -201,8 +219,13 @@ def export_swebench(
     except DuplicateInstances as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}")
         raise typer.Exit(2) from None
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    except OSError as exc:
+        err.print(f"[red]error[/red]: cannot write {escape(str(output))}: "
+                  f"{escape(exc.strerror or str(exc))}")
+        raise typer.Exit(2) from None
     out.print(f"{report['resolved_instances']} of {report['total_instances']} instances "
               f"resolved ({report['error_instances']} errors, "
               f"{report['empty_patch_instances']} empty patches) -> {escape(str(output))}",

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from proctor.cli import app
+from proctor.datasets import ImportOptions
 from proctor.datasets.import_run import AGREEMENT_FILE, import_dataset
 from proctor.datasets.mine_run import MINE_REPORT_FILE, ROWS_FILE
 from tests.test_swebench_import import DATA, PARSE
@@ -21,6 +22,9 @@ from tests.test_swebench_import import DATA, PARSE
 #: test module split).
 LIMIT = 8
 KEPT = ["35b9ffb", "9c9ec7f", "b1d2121", "20ab3de", "a2e1334"]
+#: Two runs with and two without each fix (the default is three): enough to tell these
+#: tests apart, and a third less waiting.
+OPTIONS = ImportOptions(baseline_runs=2)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,8 @@ def mined(tmp_path_factory, docker_ready):
     out = tmp_path_factory.mktemp("mined")
     result = CliRunner().invoke(app, ["task", "mine", "--repo", str(DATA / "parse.bundle"),
                                       "--name", PARSE, "-o", str(out), "--limit", str(LIMIT),
-                                      "--jobs", "2", "--sandbox", "docker"])
+                                      "--jobs", "2", "--sandbox", "docker",
+                                      "--baseline-runs", "2"])
     assert result.exit_code == 0, result.output
     report = [json.loads(x) for x in (out / MINE_REPORT_FILE).read_text().splitlines()]
     return out, report
@@ -57,10 +62,21 @@ def test_fixes_are_kept_with_the_measured_lists_and_refactors_rejected(mined):
 @pytest.mark.docker
 def test_the_mined_rows_import_again_and_agree(mined):
     out, _ = mined
-    outcomes = import_dataset(out / ROWS_FILE, None, out, check=True, jobs=2, backend="docker",
-                              pinned={PARSE: DATA / "parse.bundle"})
+    outcomes = import_dataset(out / ROWS_FILE, None, out, options=OPTIONS, check=True, jobs=2,
+                              backend="docker", pinned={PARSE: DATA / "parse.bundle"})
     assert [o.status for o in outcomes] == ["kept"] * len(KEPT)
     assert [o.agreement.verdict for o in outcomes] == ["agree"] * len(KEPT)
+    # A row naming a test that does not exist: imported again (only its swebench.json
+    # changes, so the baseline stays cached) and an error naming the test.
+    rows = [json.loads(x) for x in (out / ROWS_FILE).read_text().splitlines()]
+    ghost = {**rows[0], "FAIL_TO_PASS": [*rows[0]["FAIL_TO_PASS"], "tests/test_parse.py::ghost"]}
+    (out / "ghost.jsonl").write_text(json.dumps(ghost) + "\n")
+    again = import_dataset(out / "ghost.jsonl", None, out / "ghost", options=OPTIONS,
+                           check=True, backend="docker", pinned={PARSE: DATA / "parse.bundle"})
+    assert again[0].status == "error"
+    assert again[0].cause == ("FAIL_TO_PASS names tests that do not exist here: "
+                              "tests/test_parse.py::ghost")
+    assert again[0].agreement.fail_to_pass.row_only == ["tests/test_parse.py::ghost"]
 
 
 @pytest.mark.docker
@@ -91,8 +107,9 @@ def test_predictions_score_each_reference_about_1_and_the_empty_patch_0(mined, t
         hidden = gold["tests"]["hidden"]
         assert hidden["f2p_passed"] == hidden["f2p_total"] > 0
         assert empty["status"] == "scored" and empty["reward"] == 0.0, (i, empty["reward"])
-    ghost = by_id["r1chardj0n3s__parse-000000000000"]
+    ghost = by_id["gold/r1chardj0n3s__parse-000000000000"]
     assert ghost["status"] == "error" and "unknown instance" in ghost["error"]["message"]
+    assert ghost["metadata"]["instance_id"] == "r1chardj0n3s__parse-000000000000"
     for model, resolved, empties in (("gold", kept, []), ("empty", [], kept)):
         result = runner.invoke(app, ["export", "swebench", str(tmp_path / "rewards.jsonl"),
                                      "--model", model, "-o", str(tmp_path / f"{model}.json")])
@@ -100,6 +117,9 @@ def test_predictions_score_each_reference_about_1_and_the_empty_patch_0(mined, t
         summary = json.loads((tmp_path / f"{model}.json").read_text())
         assert summary["resolved_ids"] == sorted(resolved)
         assert summary["empty_patch_ids"] == sorted(empties)
+        # The unknown instance is the gold run's error, named by its instance.
+        assert summary["error_ids"] == (["r1chardj0n3s__parse-000000000000"]
+                                        if model == "gold" else [])
 
 
 @pytest.mark.docker

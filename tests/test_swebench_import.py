@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from proctor.cli import app
-from proctor.datasets import RepoCache, RowError, import_row, read_rows
+from proctor.datasets import ImportOptions, RepoCache, RowError, import_row, read_rows
 from proctor.datasets.agreement import compare
 from proctor.datasets.import_run import REPORT_FILE, import_dataset
 from proctor.datasets.mine import candidate_commits, row_from_commit
@@ -181,7 +181,10 @@ def test_the_command_prints_one_error_line_per_bad_row_and_exits_1(rows, tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["missing.jsonl"], "No such file"),
     (["rows.json"], "must be one list of rows"),
+    (["rows.jsonl"], "no rows in rows.jsonl"),
     (["rows.jsonl", "--public", "some"], "--public must be one of others, all"),
+    (["rows.jsonl", "--install", "maybe"], "--install must be one of auto, yes, no"),
+    (["rows.jsonl", "--baseline-runs", "0"], "--baseline-runs must be 1 to 20"),
 ])
 def test_bad_usage_exits_2(args, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -264,7 +267,7 @@ def test_a_row_proctor_wrote_reads_back_as_the_same_row(rows, tmp_path):
 def test_install_follows_the_row_or_the_option(parse_repo, rows, tmp_path, install, extra,
                                                expected):
     row = rows[0].model_copy(update={"extra": {**rows[0].extra, **extra}})
-    done = import_row(row, parse_repo, tmp_path, install=install)
+    done = import_row(row, parse_repo, tmp_path, ImportOptions(install=install))
     assert load_task(done.task).config.install is expected
 
 
@@ -293,3 +296,107 @@ def test_a_multi_line_cause_is_one_error_line():
     assert one_line(text) == ("resolve failed: | ERROR: No matching distribution found "
                               "for nope==1")
     assert len(one_line("x" * 1000)) == 400
+
+
+def test_other_options_import_again_and_a_duplicate_instance_is_an_error(parse_repo, rows,
+                                                                         tmp_path):
+    assert import_row(rows[0], parse_repo, tmp_path).status == "imported"
+    again = import_row(rows[0], parse_repo, tmp_path, ImportOptions(baseline_runs=2))
+    assert again.status == "imported"
+    assert load_task(again.task).config.baseline.runs == 2
+    rows_file = _write_jsonl(tmp_path / "dup.jsonl", [rows[1].model_dump(mode="json")] * 2)
+    outcomes = import_dataset(rows_file, DATA, tmp_path / "tasks", check=False)
+    assert [o.status for o in outcomes] == ["imported", "error"]
+    assert outcomes[1].cause == "duplicate instance_id (line 2; first at line 1): the first is kept"
+
+
+# --------------------------------------------------------------------------- odd rows
+
+
+def _row_from_edit(checkout: Path, base: str, edit, test_paths: list[str], instance: str):
+    """A row whose test_patch is ``git diff`` (git's own quoting) of ``edit`` on ``base``."""
+    git("checkout", "-q", "-f", base, cwd=checkout)
+    edit(checkout)
+    git("add", "-A", cwd=checkout)
+    test_patch = git("diff", "--cached", "--", *test_paths, cwd=checkout)
+    patch = git("diff", "--cached", "--", ".", *(f":(exclude){p}" for p in test_paths),
+                cwd=checkout)
+    git("reset", "-q", "--hard", cwd=checkout)
+    return {"instance_id": instance, "repo": PARSE, "base_commit": base,
+            "patch": patch, "test_patch": test_patch}
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("repos") / "r1chardj0n3s__parse"
+    git("clone", "-q", str(DATA / "parse.bundle"), str(path))
+    return path
+
+
+def _fix(repo: Path) -> None:
+    (repo / "parse.py").write_text((repo / "parse.py").read_text() + "\n# fixed\n")
+
+
+def test_odd_test_patches_are_rows_or_clear_errors(checkout, rows, tmp_path):
+    base = rows[0].base_commit
+
+    def unicode_name(repo):
+        _fix(repo)
+        (repo / "tests" / "data").mkdir()
+        (repo / "tests" / "data" / "ünï.txt").write_text("dätä\n")
+
+    def symlink(repo):
+        _fix(repo)
+        (repo / "tests" / "secret.txt").symlink_to("/etc/hostname")
+
+    def fix_in_tests(repo):  # the fix is in the test patch, the patch only edits the README
+        _fix(repo)
+        (repo / "README.rst").write_text((repo / "README.rst").read_text() + "\nMore.\n")
+        (repo / "tests" / "test_more.py").write_text("def test_x():\n    pass\n")
+
+    made = [_row_from_edit(checkout, base, unicode_name, ["tests"], "unicode"),
+            _row_from_edit(checkout, base, symlink, ["tests"], "symlink"),
+            _row_from_edit(checkout, base, fix_in_tests, ["tests", "parse.py"], "fix-in-tests")]
+    no_prefix = dict(made[0], instance_id="no-prefix", test_patch=made[0]["test_patch"]
+                     .replace("a/tests/", "tests/").replace("b/tests/", "tests/"))
+    no_tests = dict(made[0], instance_id="no-test-patch", test_patch=None)
+    rows_file = _write_jsonl(tmp_path / "odd.jsonl",
+                             [*made, no_prefix, no_tests,
+                              dict(made[0], instance_id="import-report.jsonl")])
+    outcomes = {o.instance: o for o in import_dataset(rows_file, checkout.parent,
+                                                      tmp_path / "tasks", check=False)}
+    assert outcomes["unicode"].status == "imported", outcomes["unicode"].cause
+    hidden = outcomes["unicode"].task / "hidden" / "tests" / "data" / "ünï.txt"
+    assert hidden.read_text() == "dätä\n"
+    assert outcomes["no-prefix"].status == "imported", outcomes["no-prefix"].cause
+    assert (outcomes["no-prefix"].task / "hidden" / "tests" / "data" / "ünï.txt").is_file()
+    assert outcomes["symlink"].cause == ("test_patch makes tests/secret.txt a symbolic link: "
+                                         "a hidden test file must be a regular file")
+    assert outcomes["fix-in-tests"].cause.startswith(
+        "test_patch changes files that are not tests: parse.py")
+    assert outcomes["no-test-patch"].cause.startswith("no test_patch")
+    assert outcomes["import-report.jsonl"].cause == (
+        "the instance_id is the name of a file the import writes")
+    assert not list((tmp_path / "tasks").glob(".*partial*"))
+    assert (tmp_path / "tasks" / "import-report.jsonl").is_file()
+
+
+def test_relative_paths_to_a_checkout_and_the_output(checkout, rows, tmp_path, monkeypatch):
+    monkeypatch.chdir(checkout.parent.parent)
+    rows_file = _write_jsonl(tmp_path / "r.jsonl", [rows[2].model_dump(mode="json")])
+    result = CliRunner().invoke(app, ["task", "import", "swebench", str(rows_file), "--repos",
+                                      checkout.parent.name, "-o", "relative-out",
+                                      "--no-check"])
+    assert result.exit_code == 0, result.output
+    task = checkout.parent.parent / "relative-out" / rows[2].instance_id
+    assert (task / "task.toml").is_file() and oct(task.stat().st_mode & 0o777) == "0o755"
+
+
+def test_the_row_s_own_names_win_over_aliases_and_numbers_are_text():
+    from proctor.datasets.swebench_rows import parse_row
+
+    got = parse_row({"instance_id": "a", "repo": "o/n", "base_commit": "abcd", "patch": "x",
+                     "f2p": ["alias"], "FAIL_TO_PASS": ["own"], "version": 0.2,
+                     "PASS_TO_PASS": None, "test_patch": None}, 1).row
+    assert got.FAIL_TO_PASS == ["own"] and got.extra == {"f2p": ["alias"]}
+    assert got.version == "0.2" and got.PASS_TO_PASS == [] and got.test_patch == ""

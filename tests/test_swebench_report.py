@@ -202,3 +202,30 @@ def test_export_command_reads_records_and_says_what_it_skipped(tmp_path):
     empty.write_text("")
     result = CliRunner().invoke(app, ["export", "swebench", str(empty), "-o", "x.json"])
     assert result.exit_code == 2 and "no reward record" in result.output
+
+
+def test_bad_predictions_are_records_naming_their_instance_and_model(tasks_dir, tmp_path):
+    from proctor.harness.batch import bad_input_record
+
+    items = parse_jsonl([
+        json.dumps({"instance_id": "inst-1", "model_patch": "d", "metadata": "not a dict",
+                    "model_name_or_path": "m"}),
+        json.dumps({"instance_id": "inst-2", "model_name_or_path": "m"}),  # no model_patch
+        json.dumps({"instance_id": "ghost", "model_patch": "d", "model_name_or_path": "m"}),
+    ], tasks_dir)
+    assert items[0].problem == "instance inst-1: metadata must be an object"
+    assert items[1].rollout.patch == "" and items[1].rollout.metadata["model_patch_is_none"]
+    rec = bad_input_record(items[2])
+    assert rec.rollout_id == "m/ghost" and rec.metadata == {"instance_id": "ghost",
+                                                             "model_name_or_path": "m"}
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps({"inst-1": {"model_patch": "d"}, "inst-2": "oops"}))
+    first, second = read_rollouts(preds, tasks_dir)
+    assert first.rollout is not None and second.problem.startswith("expected a JSON object")
+
+
+def test_export_to_a_directory_is_a_clear_error(tmp_path):
+    rewards = tmp_path / "rewards.jsonl"
+    rewards.write_text(record("a", {"f": "passed"}, {}).to_json() + "\n")
+    result = CliRunner().invoke(app, ["export", "swebench", str(rewards), "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "cannot write" in result.output, result.output

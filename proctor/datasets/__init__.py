@@ -10,8 +10,14 @@
 """
 
 from proctor.datasets.git_repos import GitRepo, RepoCache, RepoNotFound
-from proctor.datasets.swebench_import import PUBLIC_CHOICES, ROW_FILE, Imported, import_row
+from proctor.datasets.swebench_import import (
+    PUBLIC_CHOICES,
+    ROW_FILE,
+    Imported,
+    ImportOptions,
+    import_row,
+)
 from proctor.datasets.swebench_rows import ReadRow, RowError, SWEBenchRow, read_rows
 
-__all__ = ["PUBLIC_CHOICES", "ROW_FILE", "GitRepo", "Imported", "ReadRow", "RepoCache",
-           "RepoNotFound", "RowError", "SWEBenchRow", "import_row", "read_rows"]
+__all__ = ["PUBLIC_CHOICES", "ROW_FILE", "GitRepo", "ImportOptions", "Imported", "ReadRow",
+           "RepoCache", "RepoNotFound", "RowError", "SWEBenchRow", "import_row", "read_rows"]

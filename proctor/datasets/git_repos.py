@@ -41,6 +41,12 @@ def candidates(repos: Path, repo: str) -> list[Path]:
                                            stem.with_name(stem.name + ".bundle"))]
 
 
+def _first_line(stderr: bytes) -> str:
+    """git's message, one line (its first non-empty one, at most 300 characters)."""
+    lines = [x.strip() for x in stderr.decode(errors="replace").splitlines() if x.strip()]
+    return (lines[0] if lines else "(no message)")[:300]
+
+
 def repo_name(path: Path) -> str:
     """``owner/name`` for a repository at ``path``: from its ``origin`` URL when it has one
     (``https://host/owner/name.git``, ``git@host:owner/name``), else ``local/<name>``."""
@@ -60,7 +66,7 @@ class GitRepo:
     """One repository's history: ``git_dir`` (a ``.git`` directory or a bare repository)."""
 
     def __init__(self, git_dir: Path, origin: Path):
-        self.git_dir, self.origin = git_dir, origin
+        self.git_dir, self.origin = Path(git_dir).resolve(), Path(origin)
 
     def git(self, *args: str, env: dict | None = None, data: bytes | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -84,15 +90,16 @@ class GitRepo:
         Raises:
             RuntimeError: git failed (its message).
         """
+        dest = Path(dest).resolve()
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="proctor-index-") as scratch:
             env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            for args in (("read-tree", commit),
-                         (f"--work-tree={dest}", "checkout-index", "--all", "--force")):
+            for name, args in (("read-tree", ("read-tree", commit)),
+                               ("checkout-index", (f"--work-tree={dest}", "checkout-index",
+                                                   "--all", "--force"))):
                 out = self.git(*args, env=env, cwd=dest)
                 if out.returncode != 0:
-                    raise RuntimeError(f"git {args[-2] if len(args) > 1 else args[0]}: "
-                                       f"{out.stderr.decode(errors='replace').strip()[:300]}")
+                    raise RuntimeError(f"git {name}: {_first_line(out.stderr)}")
 
     def diff(self, base: str, commit: str, paths: list[str] | None = None,
              exclude: list[str] | None = None) -> str:
@@ -104,7 +111,7 @@ class GitRepo:
         out = self.git("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary",
                        "--full-index", base, commit, "--", *spec)
         if out.returncode != 0:
-            raise RuntimeError(f"git diff: {out.stderr.decode(errors='replace').strip()[:300]}")
+            raise RuntimeError(f"git diff: {_first_line(out.stderr)}")
         return out.stdout.decode("utf-8", errors="surrogateescape")
 
 
@@ -115,8 +122,8 @@ class RepoCache:
     ``with`` block)."""
 
     def __init__(self, repos: Path | None = None, pinned: dict[str, Path] | None = None):
-        self.repos = Path(repos) if repos is not None else None
-        self.pinned = {k: Path(v) for k, v in (pinned or {}).items()}
+        self.repos = Path(repos).resolve() if repos is not None else None
+        self.pinned = {k: Path(v).resolve() for k, v in (pinned or {}).items()}
         self._open: dict[str, GitRepo] = {}
         self._stack = ExitStack()
         self._scratch: Path | None = None
@@ -168,8 +175,7 @@ class RepoCache:
             out = subprocess.run([*_GIT, "clone", "--quiet", "--mirror", str(path), str(clone)],
                                  capture_output=True, check=False)
             if out.returncode != 0:
-                raise RuntimeError(f"git clone of the bundle {path}: "
-                                   f"{out.stderr.decode(errors='replace').strip()[:300]}")
+                raise RuntimeError(f"git clone of the bundle {path}: {_first_line(out.stderr)}")
             return GitRepo(clone, path)
         if (path / ".git").exists():
             return GitRepo(path / ".git", path)

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from proctor.datasets.agreement import Agreement, compare, without_baseline
 from proctor.datasets.git_repos import RepoCache, RepoNotFound
-from proctor.datasets.swebench_import import import_row
+from proctor.datasets.swebench_import import ImportOptions, import_row
 from proctor.datasets.swebench_rows import RowError, SWEBenchRow, read_rows
 from proctor.errors import InfraError, TaskConfigError
 from proctor.suites import Baseline
 
 REPORT_FILE = "import-report.jsonl"
+#: Names in the tasks directory that are never an instance's.
+RESERVED = frozenset({REPORT_FILE, "rows.jsonl", "candidates.jsonl", "mine-report.jsonl"})
 AGREEMENT_FILE = "agreement.json"
 
 
@@ -54,12 +56,13 @@ Progress = Callable[[Outcome, str], None]
 
 
 def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # noqa: PLR0913
-                   public: str = "others", install: str = "auto", check: bool = True,
+                   options: ImportOptions = ImportOptions(), check: bool = True,
                    jobs: int = 0,
                    backend: str | None = None, image: str | None = None,
                    progress: Progress | None = None, pinned: dict[str, Path] | None = None
                    ) -> list[Outcome]:
-    """Import every row of ``rows_path`` into ``tasks_dir`` (module docstring); ``jobs``:
+    """Import every row of ``rows_path`` into ``tasks_dir`` (module docstring) as
+    ``options`` say (:class:`~proctor.datasets.swebench_import.ImportOptions`); ``jobs``:
     tasks checked at once (0: the machine's cores); ``repos`` / ``pinned``: where the
     repositories are (:class:`~proctor.datasets.git_repos.RepoCache`).
 
@@ -68,12 +71,21 @@ def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # n
     """
     tick = progress or (lambda outcome, step: None)
     outcomes: list[Outcome] = []
+    first_line: dict[str, int] = {}
     with RepoCache(repos, pinned) as cache:
         for read in read_rows(rows_path):
             if read.error is not None:
                 outcome = Outcome(read.error.instance, "error", read.error.cause)
+            elif read.row.instance_id in RESERVED:
+                outcome = Outcome(read.row.instance_id, "error",
+                                  "the instance_id is the name of a file the import writes")
+            elif read.row.instance_id in first_line:
+                outcome = Outcome(read.row.instance_id, "error",
+                                  f"duplicate instance_id (line {read.line}; first at line "
+                                  f"{first_line[read.row.instance_id]}): the first is kept")
             else:
-                outcome = _import_one(read.row, cache, tasks_dir, public, install)
+                first_line[read.row.instance_id] = read.line
+                outcome = _import_one(read.row, cache, tasks_dir, options)
             outcomes.append(outcome)
             tick(outcome, "import")
     if check:
@@ -97,13 +109,16 @@ def one_line(text: str, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[:limit - 3] + "..."
 
 
-def _import_one(row: SWEBenchRow, cache: RepoCache, tasks_dir: Path, public: str,
-                install: str) -> Outcome:
+def _import_one(row: SWEBenchRow, cache: RepoCache, tasks_dir: Path,
+                options: ImportOptions) -> Outcome:
     try:
         repo = cache.get(row.repo)
-        done = import_row(row, repo, tasks_dir, public=public, install=install)
-    except (RowError, RepoNotFound, RuntimeError) as exc:
+        done = import_row(row, repo, tasks_dir, options)
+    except (RowError, RepoNotFound) as exc:
         return Outcome(row.instance_id, "error", getattr(exc, "cause", str(exc)), row=row)
+    except Exception as exc:  # noqa: BLE001 - one row's fault never stops the others
+        return Outcome(row.instance_id, "error",
+                       one_line(f"{type(exc).__name__}: {exc}"), row=row)
     return Outcome(row.instance_id, done.status, task=done.task, row=row)
 
 

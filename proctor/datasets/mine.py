@@ -29,7 +29,10 @@ def candidate_commits(repo: GitRepo, revisions: str = "HEAD") -> list[str]:
     Raises:
         ValueError: git cannot read the range (its message).
     """
-    out = repo.git("log", "--no-merges", "--format=\x1e%H %P", "--name-only", revisions)
+    if revisions.startswith("-"):  # a range, never an option to git (--output=FILE)
+        raise ValueError(f"not a revision range: {revisions!r}")
+    out = repo.git("log", "--no-merges", "--format=\x1e%H %P", "--name-only", revisions,
+                   "--")
     if out.returncode != 0:
         raise ValueError(f"git log {revisions}: "
                          f"{out.stderr.decode(errors='replace').strip()[:300]}")

@@ -22,7 +22,7 @@ from proctor.datasets.agreement import compare
 from proctor.datasets.git_repos import RepoCache
 from proctor.datasets.import_run import AGREEMENT_FILE, Outcome, Progress, import_dataset
 from proctor.datasets.mine import candidate_commits, row_from_commit
-from proctor.datasets.swebench_import import ROW_FILE
+from proctor.datasets.swebench_import import ROW_FILE, ImportOptions
 from proctor.datasets.swebench_rows import SWEBenchRow
 
 ROWS_FILE = "rows.jsonl"
@@ -49,11 +49,12 @@ class Mined:
 
 def mine_repository(repo_path: Path, name: str, out: Path, *,  # noqa: PLR0913
                     revisions: str = "HEAD", limit: int = 0, jobs: int = 0,
+                    options: ImportOptions = ImportOptions(),
                     backend: str | None = None, image: str | None = None,
                     progress: Progress | None = None) -> list[Mined]:
     """Mine ``repo_path`` (a checkout, bare repository or bundle) named ``name``
     (``owner/name``) into ``out`` (module docstring); ``limit``: the newest N candidates
-    only (0: all).
+    only (0: all); ``options``: how the candidates become tasks.
 
     Raises:
         RepoNotFound: ``repo_path`` is not a repository or a bundle.
@@ -72,7 +73,8 @@ def mine_repository(repo_path: Path, name: str, out: Path, *,  # noqa: PLR0913
     out.mkdir(parents=True, exist_ok=True)
     (out / CANDIDATES_FILE).write_text("".join(r.model_dump_json() + "\n" for r in rows),
                                        encoding="utf-8")
-    outcomes = import_dataset(out / CANDIDATES_FILE, None, out, check=True, jobs=jobs,
+    outcomes = import_dataset(out / CANDIDATES_FILE, None, out, options=options, check=True,
+                              jobs=jobs,
                               backend=backend, image=image, progress=progress,
                               pinned={name: repo_path})
     for outcome in outcomes:

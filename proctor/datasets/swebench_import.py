@@ -17,7 +17,7 @@ history (:mod:`proctor.datasets.git_repos`), ``TASKS_DIR/<instance_id>/`` gets:
   before it; ``"all"``: every test module);
   ``requirements`` = the row's, or the project's own (``[project] dependencies`` and a
   ``test`` / ``tests`` / ``testing`` extra of ``pyproject.toml``); ``install`` when the row
-  names an install command (or as the caller says: :func:`import_row`);
+  names an install command (or as the caller says: :class:`ImportOptions`);
 * ``swebench.json``: the row as read (its SWE-bench field names), for the agreement report
   and ``proctor export swebench``.
 
@@ -25,7 +25,8 @@ A row whose base commit is not in the repository, whose patch or test patch does
 to it, or that leaves no test to run, is a :class:`RowError` naming the cause; nothing of
 it is left in ``TASKS_DIR``. The directory is written under a temporary name and renamed
 when complete, so an interrupted import leaves no half task; a task whose
-``swebench.json`` already holds the same row is kept as it is (the import resumes).
+``swebench.json`` already holds the same row, imported with the same options
+(``import-options.json``), is kept as it is (the import resumes).
 """
 
 from __future__ import annotations
@@ -34,28 +35,54 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
 import tomli_w
-from unidiff import PatchSet
-from unidiff.errors import UnidiffParseError
 
 from proctor.datasets.git_repos import GitRepo
+from proctor.datasets.mine import is_test_file
 from proctor.datasets.swebench_rows import RowError, SWEBenchRow
-from proctor.patch import in_test_dir, is_test_module
+from proctor.patch import in_test_dir, is_test_module, without_prefixes
 from proctor.patch.testpaths import TEST_DIRS
+from proctor.sandbox.ownership import claim_dir, release_dir
 from proctor.task import TASK_FILE, load_task
 
 ROW_FILE = "swebench.json"
+#: The options a task was imported with (a second import with others makes it again).
+OPTIONS_FILE = "import-options.json"
 PUBLIC_CHOICES = ("others", "all")
 INSTALL_CHOICES = ("auto", "yes", "no")
 #: Directories never searched for test modules or packages.
 _SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules",
                         "__pycache__", ".eggs"})
 _TEST_EXTRAS = ("test", "tests", "testing")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How rows become tasks. ``public``: ``others`` (the test modules the test patch does
+    not touch) or ``all``; ``install``: ``yes`` / ``no`` set the task's ``install``,
+    ``auto`` sets it when the row names an install command (SWE-rebench's
+    ``install_config.install``); ``baseline_runs``: the tasks' ``[baseline] runs`` (None:
+    the default, 3).
+
+    Raises:
+        ValueError: a value that is not one of its choices.
+    """
+
+    public: str = "others"
+    install: str = "auto"
+    baseline_runs: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value, choices in (("public", self.public, PUBLIC_CHOICES),
+                                     ("install", self.install, INSTALL_CHOICES)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        if self.baseline_runs is not None and not 1 <= self.baseline_runs <= 20:
+            raise ValueError(f"baseline-runs must be 1 to 20, got {self.baseline_runs}")
 
 
 @dataclass(frozen=True)
@@ -68,50 +95,55 @@ class Imported:
     status: str
 
 
-def import_row(row: SWEBenchRow, repo: GitRepo, tasks_dir: Path, *,
-               public: str = "others", install: str = "auto") -> Imported:
-    """Write the task of ``row`` under ``tasks_dir`` (module docstring). ``install``:
-    ``yes`` / ``no`` set the task's ``install``; ``auto`` sets it when the row names an
-    install command (SWE-rebench's ``install_config.install``).
+def import_row(row: SWEBenchRow, repo: GitRepo, tasks_dir: Path,
+               options: ImportOptions = ImportOptions()) -> Imported:
+    """Write the task of ``row`` under ``tasks_dir`` (module docstring, :class:`ImportOptions`).
 
     Raises:
         RowError: the row cannot become a task (the cause names what failed).
-        ValueError: ``public`` or ``install`` is not one of its choices.
     """
-    if public not in PUBLIC_CHOICES:
-        raise ValueError(f"public must be one of {', '.join(PUBLIC_CHOICES)}, got {public!r}")
-    if install not in INSTALL_CHOICES:
-        raise ValueError(f"install must be one of {', '.join(INSTALL_CHOICES)}, "
-                         f"got {install!r}")
+    tasks_dir = Path(tasks_dir).resolve()
     dest = tasks_dir / row.instance_id
     stated = row.model_dump(mode="json")
-    if _same_row(dest, stated):
+    if _same_row(dest, stated, options):
         return Imported(row.instance_id, dest, "kept")
-    fail = _failing(row.instance_id)
+    fail = _failing(row.instance_id, dest)
+    if dest.exists() and not dest.is_dir():
+        raise fail(f"{dest} is a file, not a task directory")
     commit = repo.commit(row.base_commit)
     if commit is None:
         raise fail(f"base_commit {row.base_commit} is not in the repository {repo.origin}")
     tasks_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{row.instance_id}.", suffix=".partial",
-                                 dir=tasks_dir))
+    # Registered with the process's host dirs: SIGINT / SIGTERM remove it too.
+    work = claim_dir(f".{row.instance_id}.partial-", tasks_dir)
     try:
-        _build(row, repo, commit, work, public, _installs(row, install), fail)
+        _build(row, repo, commit, work, options, lambda cause: fail(
+            cause.replace(str(work), str(dest))))
+        work.chmod(0o755)
         if dest.exists():
             shutil.rmtree(dest)
         work.rename(dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        release_dir(work)
     return Imported(row.instance_id, dest, "imported")
 
 
-def _failing(instance: str):
-    return lambda cause: RowError(instance, cause)
+def _failing(instance: str, dest: Path):
+    """The row's error, saying when an older task of the instance stays at ``dest``."""
+    def fail(cause: str) -> RowError:
+        if (dest / ROW_FILE).is_file():
+            cause += f" (the task at {dest}, from another version of the row, is left as it was)"
+        return RowError(instance, cause)
+    return fail
 
 
-def _same_row(dest: Path, stated: dict) -> bool:
+def _same_row(dest: Path, stated: dict, options: ImportOptions) -> bool:
+    """The task at ``dest`` was imported from this row with these options."""
     try:
         return (json.loads((dest / ROW_FILE).read_text(encoding="utf-8")) == stated
-                and (dest / TASK_FILE).is_file())
+                and json.loads((dest / OPTIONS_FILE).read_text(encoding="utf-8"))
+                == asdict(options) and (dest / TASK_FILE).is_file())
     except (OSError, ValueError):
         return False
 
@@ -123,34 +155,30 @@ def _installs(row: SWEBenchRow, install: str) -> bool:
     return isinstance(config, dict) and bool(str(config.get("install") or "").strip())
 
 
-def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str,  # noqa: PLR0913
-           install: bool, fail) -> None:
+def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path,
+           options: ImportOptions, fail) -> None:
     tree = work / "repo"
     try:
         repo.export(commit, tree)
     except RuntimeError as exc:
         raise fail(f"cannot write the tree of {commit[:12]}: {exc}") from None
-    fixed = _files(row.patch, "patch", fail)
-    tests = _files(row.test_patch, "test_patch", fail) if row.test_patch.strip() else {}
-    _check_applies(tree, row.patch, "patch", fail)
-    hidden = work / "hidden"
-    hidden.mkdir()
-    deleted = [p for p, kind in tests.items() if kind == "deleted"]
-    if tests:
-        _check_applies(tree, row.test_patch, "test_patch", fail)
-        _apply(tree, row.test_patch)
-        for path, kind in tests.items():
-            if kind != "deleted":
-                (hidden / path).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(tree / path, hidden / path)
-        _apply(tree, row.test_patch, reverse=True)
+    if not row.test_patch.strip():
+        raise fail("no test_patch: the tests that check the fix (the hidden tests) come from "
+                   "it")
+    fixed = _paths(tree, row.patch, "patch", fail)
+    tests = _paths(tree, row.test_patch, "test_patch", fail)
+    not_tests = [p for p in tests if not is_test_file(p)]
+    if not_tests:
+        raise fail(f"test_patch changes files that are not tests: {', '.join(not_tests[:3])} "
+                   "(a hidden file replaces the agent's version in the hidden run)")
+    deleted = _write_hidden(row, tree, work / "hidden", tests, fail)
+    if not any((work / "hidden").rglob("*")):
+        raise fail("test_patch only deletes files: no hidden test is left to run")
     modules = _test_modules(tree)
-    public_tests = [p for p in modules if public == "all" or p not in tests] or modules
+    public_tests = [p for p in modules if options.public == "all" or p not in tests] or modules
     if not public_tests:
         raise fail("no public tests: the repository has no test module at base_commit")
-    if not tests and not row.FAIL_TO_PASS:
-        raise fail("no test_patch and no FAIL_TO_PASS: nothing tells a fix from no fix")
-    sources, pythonpath = _sources(tree, [p for p, k in fixed.items() if k != "deleted"])
+    sources, pythonpath = _sources(tree, fixed)
     if not sources:
         raise fail("no Python module or package to mutate or scan in the repository")
     config: dict = {
@@ -158,7 +186,7 @@ def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str
         "description": f"{row.repo}@{commit[:12]} (SWE-bench instance {row.instance_id})",
         "sources": sources,
         "hidden_at_upstream_path": True,
-        "install": install,
+        "install": _installs(row, options.install),
         "tests": {"public": public_tests, "hidden_dir": "hidden"},
     }
     requirements = row.requirements or _project_requirements(tree)
@@ -166,59 +194,99 @@ def _build(row: SWEBenchRow, repo: GitRepo, commit: str, work: Path, public: str
         config["requirements"] = requirements
     if pythonpath:
         config["pythonpath"] = pythonpath
-    (work / TASK_FILE).write_text(tomli_w.dumps(config), encoding="utf-8")
-    (work / "reference.patch").write_text(row.patch, encoding="utf-8",
-                                          errors="surrogateescape", newline="")
-    stated = row.model_dump(mode="json")
-    (work / ROW_FILE).write_text(json.dumps(stated, indent=1, sort_keys=True), encoding="utf-8")
-    if deleted:
-        (work / "import-notes.txt").write_text(
-            "test files the test_patch deletes (not expressible as hidden tests):\n"
-            + "".join(f"{p}\n" for p in deleted), encoding="utf-8")
+    if options.baseline_runs is not None:
+        config["baseline"] = {"runs": options.baseline_runs}
+    _write(work, row, config, options, deleted)
     try:
         load_task(work)
     except Exception as exc:  # noqa: BLE001 - any invalid config is this row's error
         raise fail(f"the task it makes is invalid: {exc}") from None
 
 
-def _files(patch: str, field: str, fail) -> dict[str, str]:
-    """Repo path -> ``added`` / ``modified`` / ``deleted`` for each file of a diff."""
+def _write(work: Path, row: SWEBenchRow, config: dict, options: ImportOptions,
+           deleted: list[str]) -> None:
+    (work / TASK_FILE).write_text(tomli_w.dumps(config), encoding="utf-8")
+    (work / "reference.patch").write_text(row.patch, encoding="utf-8",
+                                          errors="surrogateescape", newline="")
+    stated = row.model_dump(mode="json")
+    (work / ROW_FILE).write_text(json.dumps(stated, indent=1, sort_keys=True), encoding="utf-8")
+    (work / OPTIONS_FILE).write_text(json.dumps(asdict(options), sort_keys=True),
+                                     encoding="utf-8")
+    if deleted:
+        (work / "import-notes.txt").write_text(
+            "test files the test_patch deletes (not expressible as hidden tests):\n"
+            + "".join(f"{p}\n" for p in deleted), encoding="utf-8")
+
+
+def _write_hidden(row: SWEBenchRow, tree: Path, hidden: Path, tests: list[str],
+                  fail) -> list[str]:
+    """Copy the files the test patch adds or changes, as they read after it, into
+    ``hidden`` (the tree is put back); the paths it deletes are returned."""
+    hidden.mkdir()
+    _apply(tree, row.test_patch)
+    deleted = []
     try:
-        parsed = PatchSet(patch)
-    except UnidiffParseError as exc:
-        raise fail(f"{field} is not a unified diff ({exc})") from None
-    if not parsed:
-        raise fail(f"{field} has no file diff")
-    out = {}
-    for f in parsed:
-        kind = "added" if f.is_added_file else "deleted" if f.is_removed_file else "modified"
-        path = f.path
-        if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
-            raise fail(f"{field} names a path outside the repository: {path!r}")
-        out[path] = kind
-    return out
+        for path in tests:
+            source = tree / path
+            if source.is_symlink():
+                raise fail(f"test_patch makes {path} a symbolic link: a hidden test file "
+                           "must be a regular file")
+            if not source.exists():
+                deleted.append(path)
+                continue
+            (hidden / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, hidden / path)
+    finally:
+        _apply(tree, row.test_patch, reverse=True)
+    return deleted
 
 
 def _git_apply(tree: Path, patch: str, *flags: str) -> subprocess.CompletedProcess:
-    """``git apply`` in ``tree`` as a plain patch tool: the ceiling keeps git from taking
-    a repository around the tasks directory for the tree's."""
-    return subprocess.run(["git", "-c", "core.autocrlf=false", "apply", "--whitespace=nowarn",
-                           *flags, "-"], cwd=tree, capture_output=True, check=False,
-                          input=patch.encode("utf-8", errors="surrogateescape"),
+    """``git apply`` in ``tree`` as a plain patch tool (``-p0`` for a patch whose headers
+    have no ``a/`` / ``b/``): the ceiling keeps git from taking a repository around the
+    tasks directory for the tree's."""
+    data = patch.encode("utf-8", errors="surrogateescape")
+    strip = ["-p0"] if without_prefixes(data) else []
+    return subprocess.run(["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=false",
+                           "apply", "--whitespace=nowarn", *strip, *flags, "-"], cwd=tree,
+                          capture_output=True, check=False, input=data,
                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)})
 
 
-def _check_applies(tree: Path, patch: str, field: str, fail) -> None:
+def _paths(tree: Path, patch: str, field: str, fail) -> list[str]:
+    """The repo paths a diff touches, as ``git apply`` reads them (C-quoted names decoded;
+    both sides of a rename), once it is checked to apply to ``tree``."""
     out = _git_apply(tree, patch, "--check")
     if out.returncode != 0:
-        first = (out.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
-        raise fail(f"{field} does not apply to base_commit: {first}")
+        raise fail(f"{field} does not apply to base_commit: {_first(out.stderr)}")
+    listed = _git_apply(tree, patch, "--numstat", "-z")
+    if listed.returncode != 0:
+        raise fail(f"{field} cannot be read: {_first(listed.stderr)}")
+    fields = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    paths: list[str] = []
+    i = 0
+    while i < len(fields):
+        parts = fields[i].split("\t")
+        if len(parts) == 3 and parts[2]:
+            paths.append(parts[2])
+        elif len(parts) == 3 and i + 2 < len(fields):  # a rename: old and new follow
+            paths += [fields[i + 1], fields[i + 2]]
+            i += 2
+        i += 1
+    if not paths:
+        raise fail(f"{field} has no file diff")
+    return list(dict.fromkeys(paths))
+
+
+def _first(stderr: bytes) -> str:
+    lines = [x.strip() for x in stderr.decode(errors="replace").splitlines() if x.strip()]
+    return lines[0] if lines else "?"
 
 
 def _apply(tree: Path, patch: str, reverse: bool = False) -> None:
     out = _git_apply(tree, patch, *(["--reverse"] if reverse else []))
     if out.returncode != 0:  # checked just before: only a git fault gets here
-        raise RuntimeError(f"git apply: {out.stderr.decode(errors='replace').strip()[:300]}")
+        raise RuntimeError(f"git apply: {_first(out.stderr)}")
 
 
 def _walk(tree: Path):
@@ -250,14 +318,18 @@ def _sources(tree: Path, changed: list[str]) -> tuple[list[str], list[str]]:
         where = prefix + parts[0]
         if (tree / where).exists() and where not in tops:
             tops.append(where)
-    if not tops:
-        for name in sorted(p.name for p in tree.iterdir()):
-            if name.startswith(".") or name in _SKIP_DIRS or name.casefold() in TEST_DIRS:
+    if not tops:  # the fix changes no Python file: every top-level module and package
+        for base, prefix in ((tree, ""), (tree / "src", "src/")):
+            if not base.is_dir():
                 continue
-            if ((tree / name / "__init__.py").is_file()
-                    or (name.endswith(".py") and not is_test_module(name)
-                        and name not in ("setup.py", "conftest.py"))):
-                tops.append(name)
+            for name in sorted(p.name for p in base.iterdir()):
+                if name.startswith(".") or name in _SKIP_DIRS or name.casefold() in TEST_DIRS:
+                    continue
+                if ((base / name / "__init__.py").is_file()
+                        or (name.endswith(".py") and not is_test_module(name)
+                            and name not in ("setup.py", "conftest.py"))):
+                    tops.append(prefix + name)
+                    src = src or bool(prefix)
     return tops, (["src"] if src else [])
 
 

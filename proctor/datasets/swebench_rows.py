@@ -13,6 +13,9 @@ A row names a repository, a base commit, the fix (``patch``), the tests that che
 * Lower-case and short names (``fail_to_pass``, ``f2p``, ``repo_name``, ``commit_hash``,
   ``gold_patch``) are read as the names above.
 
+SWE-smith's rows (the ``patch`` introduces the bug on a mirror's branch; no base commit)
+and R2E-Gym's (no diff) are another shape: the missing field is the row's error.
+
 Every other field is kept in :attr:`SWEBenchRow.extra`. A row that is not an object, lacks
 a required field or has one of the wrong type is a :class:`RowError` naming the line, the
 instance (when it has an id) and the field; the other rows are still read.
@@ -43,7 +46,8 @@ class SWEBenchRow(BaseModel):
     ``requirements``: pip requirement lines the tests need (from ``requirements`` or
     SWE-rebench's ``install_config.pip_packages``); ``extra``: every other field."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True,
+                              coerce_numbers_to_str=True)
 
     instance_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*$")
     repo: str = Field(min_length=3, max_length=200, pattern=r"^[\w.\-]+/[\w.\-]+$")
@@ -57,9 +61,16 @@ class SWEBenchRow(BaseModel):
     requirements: list[str] = []
     extra: dict = {}
 
+    @field_validator("test_patch", mode="before")
+    @classmethod
+    def _no_tests(cls, v):
+        return "" if v is None else v
+
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
     def _json_list(cls, v):
+        if v is None:
+            return []
         if isinstance(v, str):  # the Hugging Face copies hold the list as a JSON string
             try:
                 v = json.loads(v) if v.strip() else []
@@ -103,9 +114,11 @@ class ReadRow:
 def normalise(raw: dict) -> dict:
     """The row's fields under their SWE-bench names (``extra`` holds the rest)."""
     known = set(SWEBenchRow.model_fields) - {"extra"}
-    out: dict = {}
+    out: dict = {k: v for k, v in raw.items() if k in known}  # SWE-bench's own names win
     extra: dict = {}
     for key, value in raw.items():
+        if key in out:
+            continue
         if key == "extra" and isinstance(value, dict):  # a row Proctor wrote (swebench.json)
             extra.update(value)
             continue

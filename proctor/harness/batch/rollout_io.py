@@ -87,6 +87,7 @@ class BatchItem:
     line: int | None = None
     problem: str | None = None
     raw_id: str | None = None
+    metadata: dict | None = None  # a bad SWE-bench prediction's instance and model
 
     @property
     def where(self) -> str:
@@ -102,27 +103,36 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{field}': {msg}{more}" if field else f"{msg}{more}"
 
 
-def _prediction(obj: dict, tasks_dir: Path | None) -> dict | str:
-    """A SWE-bench prediction as a rollout object, or why it cannot be one."""
+def _is_prediction(obj: object) -> bool:
+    return isinstance(obj, dict) and "task" not in obj and (
+        "model_patch" in obj or "instance_id" in obj)
+
+
+def _prediction(obj: dict, tasks_dir: Path | None) -> tuple[dict | None, str | None, dict]:
+    """A SWE-bench prediction as a rollout object, or why it cannot be one; and the
+    metadata naming its instance and model (for a bad input's record too)."""
     instance = obj.get("instance_id")
+    model = str(obj.get("model_name_or_path") or "model")
+    meta = {"instance_id": str(instance), "model_name_or_path": model}
     if not isinstance(instance, str) or not instance or "/" in instance or instance in (
             ".", ".."):
-        return f"a SWE-bench prediction needs an instance_id, got {instance!r}"
+        return None, f"a SWE-bench prediction needs an instance_id, got {instance!r}", meta
     if tasks_dir is None:
-        return (f"instance {instance}: a SWE-bench prediction (instance_id, model_patch) "
-                "needs the imported tasks' directory (--tasks TASKS_DIR)")
+        return None, (f"instance {instance}: a SWE-bench prediction (instance_id, model_patch) "
+                      "needs the imported tasks' directory (--tasks TASKS_DIR)"), meta
     task = tasks_dir / instance
     if not (task / "task.toml").is_file():
-        return f"unknown instance {instance}: no task at {task}"
-    model = str(obj.get("model_name_or_path") or "model")
+        return None, f"unknown instance {instance}: no task at {task}", meta
     patch = obj.get("model_patch")
     if patch is not None and not isinstance(patch, str):
-        return f"instance {instance}: model_patch must be text or null"
-    meta = {**(obj.get("metadata") or {}), "instance_id": instance,
-            "model_name_or_path": model, "model_patch_is_none": patch is None}
-    return {**{k: v for k, v in obj.items() if k not in ("model_patch", "metadata")},
-            "task": str(task), "patch": patch or "", "metadata": meta,
-            "rollout_id": obj.get("rollout_id") or f"{model}/{instance}"}
+        return None, f"instance {instance}: model_patch must be text or null", meta
+    extra = obj.get("metadata")
+    if extra is not None and not isinstance(extra, dict):
+        return None, f"instance {instance}: metadata must be an object", meta
+    meta = {**(extra or {}), **meta, "model_patch_is_none": patch is None}
+    return ({**{k: v for k, v in obj.items() if k not in ("model_patch", "metadata")},
+             "task": str(task), "patch": patch or "", "metadata": meta,
+             "rollout_id": obj.get("rollout_id") or f"{model}/{instance}"}, None, meta)
 
 
 def item_from_obj(index: int, obj: object, line: int | None = None,
@@ -130,10 +140,11 @@ def item_from_obj(index: int, obj: object, line: int | None = None,
     """Validate one decoded input object (pure but for a SWE-bench prediction's task
     lookup under ``tasks_dir``)."""
     raw_id = None
-    if isinstance(obj, dict) and "model_patch" in obj and "task" not in obj:
-        made = _prediction(obj, tasks_dir)
-        if isinstance(made, str):
-            return BatchItem(index, None, line, made, str(obj.get("instance_id") or "") or None)
+    if _is_prediction(obj):
+        made, problem, meta = _prediction(obj, tasks_dir)
+        if made is None:
+            return BatchItem(index, None, line, problem,
+                             f"{meta['model_name_or_path']}/{meta['instance_id']}", meta)
         obj = made
     if isinstance(obj, dict) and obj.get("rollout_id") is not None:
         raw_id = str(obj["rollout_id"])
@@ -177,8 +188,12 @@ def read_rollouts(path: Path, tasks_dir: Path | None = None) -> list[BatchItem]:
             data = json.loads(path.read_bytes())
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = None
-        if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
-            data = [{"instance_id": k, **v} for k, v in data.items()]
+        if isinstance(data, dict) and (not data or any(isinstance(v, dict)
+                                                        for v in data.values())):
+            # SWE-bench's preds.json: instance id -> prediction (a value that is not one is
+            # that item's bad input).
+            data = [{"instance_id": k, **v} if isinstance(v, dict) else v
+                    for k, v in data.items()]
         if isinstance(data, list):
             return [item_from_obj(i, obj, None, tasks_dir) for i, obj in enumerate(data)]
     with open(path, "rb") as fh:
@@ -203,7 +218,8 @@ def error_record(*, rollout_id: str | None, kind: str, message: str, task: str |
 def bad_input_record(item: BatchItem) -> RewardRecord:
     """The record of an input the batch could not use; the message names its line."""
     rid = item.raw_id or (f"line-{item.line}" if item.line is not None else f"#{item.index}")
-    return error_record(rollout_id=rid, kind=BAD_INPUT, message=f"{item.where}: {item.problem}")
+    return error_record(rollout_id=rid, kind=BAD_INPUT, message=f"{item.where}: {item.problem}",
+                        metadata=item.metadata)
 
 
 # --------------------------------------------------------------------------- resume
