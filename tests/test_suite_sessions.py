@@ -359,6 +359,36 @@ def test_an_embedded_tripwire_whose_copied_body_hangs_vouches_and_is_left_out_la
     assert "tests/test_h.py::test_keys" not in p.final_outcomes()
 
 
+CLOSES_FDS_AFTER_MANY = '''
+import os
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("n", range(2000))
+def test_quick(n):
+    assert n >= 0
+
+
+def test_tidy_fds():
+    os.closerange(3, 4096)
+    time.sleep(60)
+'''
+
+
+def test_a_closed_channel_blames_the_test_running_not_an_earlier_one(tmp_path):
+    # Thousands of quick tests put the supervisor many records behind the child; when the
+    # last one closes every inherited fd, the supervisor kills the session at once. The
+    # records still buffered say which test was running: read them before blaming, or an
+    # earlier test is blamed (and, in a suite, every test ends up not_run).
+    runner = _supervise(tmp_path, {"test_m.py": CLOSES_FDS_AFTER_MANY}, "test_m.py")
+    assert runner.ended["why"] == "channel_closed", runner.ended
+    assert runner.ended["item"] == "test_m.py::test_tidy_fds"
+    assert runner.ended["item_phase"] == "test"
+    assert sum(o == "passed" for o in runner.report.outcomes.values()) == 2000
+
+
 INTERRUPT = '''
 def test_first():
     assert True

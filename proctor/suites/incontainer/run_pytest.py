@@ -597,6 +597,10 @@ def _supervise(pid, sock, out_r, nonce, deadline, fd=None, item_timeout=None, li
 
     def kill_child(why):
         nonlocal killed, blamed
+        # What the child sent before now is what it was doing: read every record still
+        # buffered before blaming (a busy child can be many records ahead of this loop,
+        # which reads one per round), or the blame falls on an earlier test or collector.
+        drain_records(time.monotonic())
         killed, blamed = why, streams.blamed()
         for target in (-pid, pid):
             try:
@@ -614,6 +618,19 @@ def _supervise(pid, sock, out_r, nonce, deadline, fd=None, item_timeout=None, li
         if data:
             streams.message(data, own, now)
         return bool(data)
+
+    def drain_records(now):
+        os.set_blocking(sock.fileno(), False)
+        try:
+            for _ in range(65536):
+                data, own = _receive(sock, pid)
+                if not data:
+                    break
+                streams.message(data, own, now)
+        except (BlockingIOError, InterruptedError):
+            pass
+        finally:
+            os.set_blocking(sock.fileno(), True)
 
     while sel.get_map():
         now = time.monotonic()
