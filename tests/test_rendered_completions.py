@@ -173,6 +173,59 @@ def test_harmony_answer_agrees_with_the_library_s_parse(harmony, name):
     assert ours.text == "\n".join(kept)
 
 
+@pytest.mark.parametrize("name", HARMONY_TURNS)
+@pytest.mark.parametrize("decode", ["special_tokens_kept", "special_tokens_skipped"])
+def test_harmony_token_ids_are_read_by_the_library(harmony, name, decode):
+    """Given the token ids too (TRL's ``completion_ids``), openai-harmony splits the
+    messages, the record says so, and the patch is the one the text reader finds."""
+    h, enc = harmony
+    messages, meant = _harmony_turns(h)[name]
+    tokens = _render_harmony(h, enc, messages)
+    text = enc.decode_utf8(tokens if decode == "special_tokens_kept"
+                           else [t for t in tokens if not enc.is_special_token(t)])
+    found = find_patch(text, token_ids=tokens)
+    assert found.patch == meant
+    assert found.details()["reasoning_reader"] == "openai-harmony"
+    assert find_patch(text).details().get("reasoning_reader") is None
+
+
+def test_harmony_ids_that_do_not_decode_to_the_text_are_not_trusted(harmony):
+    """Ids of another completion (or of another tokenizer) leave the text to the text
+    reader: the patch is the text's own."""
+    h, enc = harmony
+    messages, meant = _harmony_turns(h)["draft_in_analysis_then_final"]
+    other, _ = _harmony_turns(h)["draft_only_in_analysis"]
+    text = enc.decode_utf8(_render_harmony(h, enc, messages))
+    for ids in (_render_harmony(h, enc, other), [1, 2, 3], ["x"], []):
+        found = find_patch(text, token_ids=ids)
+        assert found.patch == meant
+        assert "reasoning_reader" not in found.details()
+
+
+def test_trl_passes_completion_ids_to_the_library(harmony, toolz_task, monkeypatch):
+    """TRL's reward function hands ``completion_ids`` on: a gpt-oss completion whose text
+    was decoded without special tokens is read from its tokens."""
+    from proctor.rl import completions
+    from proctor.rl.trl import make_reward_func
+
+    h, enc = harmony
+    messages, meant = _harmony_turns(h)["analysis_then_tool_call"]
+    tokens = _render_harmony(h, enc, messages)
+    text = enc.decode_utf8([t for t in tokens if not enc.is_special_token(t)])
+    seen = []
+    real = completions.find_patch
+
+    def spy(*args, **kwargs):
+        seen.append(found := real(*args, **kwargs))
+        return found
+
+    monkeypatch.setattr(completions, "find_patch", spy)
+    make_reward_func()(prompts=["p"], completions=[text], completion_ids=[tokens],
+                       task=[str(toolz_task)])
+    assert [f.patch for f in seen] == [meant]
+    assert seen[0].details()["reasoning_reader"] == "openai-harmony"
+
+
 # =========================================================================== Mistral
 
 

@@ -135,7 +135,8 @@ class Completion:
     """One completion to score: its task directory, the completion, an optional explicit
     patch, ids for the record, the reasoning syntaxes to remove (``reasoning_parser``, a
     name of :data:`proctor.rl.reasoning.REASONING_PARSERS`) and the tool-call syntaxes to
-    read (``tool_call_parser``, a name of :data:`proctor.rl.tool_calls.TOOL_CALL_PARSERS`)."""
+    read (``tool_call_parser``, a name of :data:`proctor.rl.tool_calls.TOOL_CALL_PARSERS`)
+    and, optionally, the completion's ``token_ids``."""
 
     task: str
     completion: str | list | dict | None
@@ -145,6 +146,9 @@ class Completion:
     sample_index: int | None = None
     reasoning_parser: str = "auto"
     tool_call_parser: str = "auto"
+    #: A text completion's token ids (ints), when the trainer has them: harmony's messages
+    #: are then read from them by ``openai-harmony`` (:mod:`proctor.rl.harmony_tokens`).
+    token_ids: tuple[int, ...] | None = None
 
 
 def score_completions(entries: list[Completion], options: BatchOptions | None = None
@@ -164,7 +168,8 @@ def score_completions(entries: list[Completion], options: BatchOptions | None = 
     for e in entries:
         started = time.perf_counter()
         found.append((find_patch(e.completion, e.patch, reasoning_parser=e.reasoning_parser,
-                                 tool_call_parser=e.tool_call_parser),
+                                 tool_call_parser=e.tool_call_parser,
+                                 token_ids=e.token_ids),
                       time.perf_counter() - started))
     for i, (e, (got, seconds)) in enumerate(zip(entries, found, strict=True)):
         rid = e.rollout_id or uuid.uuid4().hex

@@ -149,10 +149,15 @@ class Extraction:
     dropped: list[str] = field(default_factory=list)
     why: str | None = None
     edit: Edit | None = None
+    #: ``openai-harmony`` when that library read harmony messages from the token ids
+    #: (:mod:`proctor.rl.harmony_tokens`); None: Proctor's text reader read the text.
+    reasoning_reader: str | None = None
 
     def details(self) -> dict:
         """The record's ``evidence["extraction"].details``: every field but the patch."""
         return {"source": self.source, "reasoning_parser": self.reasoning_parser,
+                **({"reasoning_reader": self.reasoning_reader}
+                   if self.reasoning_reader else {}),
                 **({"edit_format": self.edit.format} if self.edit else {}),
                 "tool_call_parser": self.tool_call_parser,
                 "reasoning_removed": self.reasoning, "dropped": self.dropped,
@@ -191,14 +196,17 @@ class _Seen:
 
 
 def find_patch(completion: str | list | dict | None, explicit: str | None = None, *,
-               reasoning_parser: str = "auto", tool_call_parser: str = "auto") -> Extraction:
+               reasoning_parser: str = "auto", tool_call_parser: str = "auto",
+               token_ids=None) -> Extraction:
     """The patch in ``completion`` (a string, a message dict or a list of messages or
     Responses items) and how it was found; ``explicit`` wins when it is a non-blank
     string. ``reasoning_parser``: the reasoning syntaxes to remove (a name of
     :data:`proctor.rl.reasoning.REASONING_PARSERS`; ``auto``: all); ``tool_call_parser``:
     the tool-call syntaxes to read (a name of :data:`proctor.rl.tool_calls.TOOL_CALL_PARSERS`;
-    ``auto``: all). The rules are in this module's docstring. Never raises for the
-    completion.
+    ``auto``: all). ``token_ids``: a text completion's token ids, when the trainer has them
+    (harmony's messages are then read from them by ``openai-harmony`` where it can:
+    :mod:`proctor.rl.harmony_tokens`). The rules are in this module's docstring. Never
+    raises for the completion.
 
     Raises:
         ValueError: an unknown parser name (a configuration error).
@@ -210,7 +218,7 @@ def find_patch(completion: str | list | dict | None, explicit: str | None = None
         out.patch, out.source = explicit, "explicit"
         return out
     if isinstance(completion, str):
-        found = _from_text(completion, seen)
+        found = _from_text(completion, seen, token_ids=token_ids)
     elif isinstance(completion, dict | list):
         found = _from_messages(completion, seen)
     else:
@@ -393,8 +401,10 @@ def _strip_tokens(text: str) -> str:
     return text[m.end():] if m else text
 
 
-def _from_text(text: str, seen: _Seen, tools: bool = True) -> str | None:  # noqa: C901
-    said = answer(text, seen.parser)
+def _from_text(text: str, seen: _Seen, tools: bool = True,  # noqa: C901
+               token_ids=None) -> str | None:
+    said = answer(text, seen.parser, token_ids)
+    seen.out.reasoning_reader = seen.out.reasoning_reader or said.reader
     for what in said.dropped:
         seen.note(seen.out.reasoning, what)
     seen.more += said.more_dropped

@@ -107,6 +107,9 @@ class Answer:
     calls: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     more_dropped: int = 0
+    #: Who split harmony messages: ``openai-harmony`` when the library read the token ids
+    #: (:mod:`proctor.rl.harmony_tokens`), else None (this module's text reader, if any).
+    reader: str | None = None
 
     def drop(self, what: str) -> None:
         """Note a removed span (the first :data:`MAX_DROPPED_NOTES`; the rest counted)."""
@@ -132,16 +135,20 @@ def check_reasoning_parser(name: str) -> str:
     return known_parser("reasoning", name, REASONING_PARSERS)
 
 
-def answer(text: str, parser: str = "auto") -> Answer:
+def answer(text: str, parser: str = "auto", token_ids=None) -> Answer:
     """The answer in ``text`` under the reasoning ``parser`` (a name of
-    :data:`REASONING_PARSERS`).
+    :data:`REASONING_PARSERS`). ``token_ids``: the completion's token ids, when the trainer
+    has them; harmony's messages are then read from them by ``openai-harmony`` where it can
+    (:mod:`proctor.rl.harmony_tokens`; ``Answer.reader`` says so).
 
     Raises:
         ValueError: an unknown parser name.
     """
     syntaxes = REASONING_PARSERS[check_reasoning_parser(parser)]
     out = Answer(text)
-    if "harmony" in syntaxes and "<|channel|>" in text:
+    if "harmony" in syntaxes and token_ids is not None and _library_harmony(out, token_ids):
+        pass
+    elif "harmony" in syntaxes and "<|channel|>" in text:
         _harmony(out)
     elif "harmony" in syntaxes:
         _bare_harmony(out, sure=syntaxes == ("harmony",))
@@ -283,6 +290,21 @@ def _keep(out: Answer, kept: list[str], channel: str, recipient: str | None, bod
     else:
         out.drop(f"harmony {channel or 'unnamed'} message ({len(body)} characters"
                  f"{', ' + how if how else ''})")
+
+
+def _library_harmony(out: Answer, token_ids) -> bool:
+    """Keep the answer messages and tool calls the library read from ``token_ids``; False
+    when it could not (the text reader reads instead)."""
+    from proctor.rl.harmony_tokens import LIBRARY, harmony_messages
+
+    messages = harmony_messages(out.text, token_ids)
+    if messages is None:
+        return False
+    kept: list[str] = []
+    for channel, recipient, body in messages:
+        _keep(out, kept, channel, recipient, body)
+    out.text, out.reader = "\n".join(kept), LIBRARY
+    return True
 
 
 def _harmony(out: Answer) -> None:

@@ -7,7 +7,9 @@ error must get. Async reward functions (``async def``) are awaited concurrently 
 others by recent TRL versions; :func:`make_reward_func` builds either kind.
 
 Dataset columns read: ``task`` (task directory, required), ``patch`` (optional explicit
-patch; else the patch found in the completion, see :mod:`proctor.rl.extract`).
+patch; else the patch found in the completion, see :mod:`proctor.rl.extract`). TRL's
+``completion_ids`` let gpt-oss completions be read from their tokens
+(:mod:`proctor.rl.harmony_tokens`).
 
     from proctor.rl.trl import make_reward_func
     trainer = GRPOTrainer(model=..., reward_funcs=[make_reward_func(workers=8)],
@@ -47,8 +49,11 @@ def make_reward_func(*, task_column: str = "task", patch_column: str = "patch", 
             raise ValueError(f"dataset has no '{task_column}' column (the task directory of "
                              "each prompt); pass task_column= to make_reward_func")
         patches = columns.get(patch_column) or [None] * n
-        entries = [Completion(task=str(t), completion=c, patch=p, **parsers)
-                   for t, c, p in zip(tasks, completions, patches, strict=True)]
+        ids = columns.get("completion_ids")
+        ids = ids if isinstance(ids, list | tuple) and len(ids) == n else [None] * n
+        entries = [Completion(task=str(t), completion=c, patch=p, **parsers,
+                              token_ids=_ids(i) if isinstance(c, str) else None)
+                   for t, c, p, i in zip(tasks, completions, patches, ids, strict=True)]
         return [r.reward if r.status == "scored" else None
                 for r in score_completions(entries, options)]
 
@@ -60,3 +65,12 @@ def make_reward_func(*, task_column: str = "task", patch_column: str = "patch", 
         return areward
     reward.__name__ = reward.__qualname__ = name
     return reward
+
+
+def _ids(row) -> tuple[int, ...] | None:
+    """One completion's token ids as a tuple of ints (a list or a tensor's ``tolist``), or
+    None when they are not ints."""
+    row = row.tolist() if hasattr(row, "tolist") else row
+    if not isinstance(row, list | tuple) or not all(isinstance(t, int) for t in row):
+        return None
+    return tuple(row)
