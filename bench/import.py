@@ -2,18 +2,23 @@
 
     python bench/import.py [--limit 8] [--jobs 1] [--repo tests/data/parse.bundle]
 
-Mines the newest ``--limit`` candidate fix commits of the repository (``proctor task mine``:
-rows, import, ``task check``'s baseline), then, for each candidate, prints the seconds its
-import and its check took (``--jobs 1``: one at a time, so the seconds are its own), the
-verdict and the FAIL_TO_PASS / PASS_TO_PASS counts, and the check's cost as a ratio to one
-bare pytest run of the same tests (public and hidden, reference applied) in a warm
-container of the same image: a baseline is ``runs`` runs of both suites on the base
-repository and as many with the reference, so about ``2 * runs`` bare runs is its floor.
+Mines the newest ``--limit`` candidate fix commits of the repository (``proctor task mine``),
+then imports the rows it wrote as a user would (``proctor task import swebench``: import,
+then ``task check``: the baseline set against the row, and the differential runs'
+calibration), with an empty baseline cache so every check is computed. For each row it
+prints the seconds its import and its check took (``--jobs 1``: one at a time, so the
+seconds are its own), the check's cost as a ratio to one bare pytest run of the same tests
+(public and hidden, reference applied) in a warm container of the same image (a baseline is
+``runs`` runs of both suites on the base repository and as many with the reference, so
+about ``2 * runs`` bare runs is its floor, before calibration), and the agreement: verdict,
+FAIL_TO_PASS ids row / Proctor / equal, flaky ids, and the variants of the differential
+runs. The mining's own candidates (kept or why not) are listed first.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from proctor import load_task
 from proctor.datasets.git_repos import repo_name
-from proctor.datasets.mine_run import mine_repository
+from proctor.datasets.import_run import import_dataset
+from proctor.datasets.mine_run import ROWS_FILE, mine_repository
 from proctor.harness.pipeline.workspace import prepare_repo
 from proctor.sandbox import REPO, DockerSandbox, docker_client, resolve_image
 
@@ -52,44 +58,57 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args()
-    stamps: dict[tuple[str, str], float] = {}
-    started = time.monotonic()
-
-    def progress(outcome, step: str) -> None:
-        stamps[(outcome.instance, step)] = time.monotonic()
-
     with tempfile.TemporaryDirectory(prefix="proctor-bench-import-") as out:
-        mined = mine_repository(args.repo, args.name or repo_name(args.repo), Path(out),
-                                limit=args.limit, jobs=args.jobs, progress=progress)
+        out = Path(out)
+        started = time.monotonic()
+        mined = mine_repository(args.repo, args.name or repo_name(args.repo), out / "mined",
+                                limit=args.limit, jobs=args.jobs)
+        print(f"{args.name}: {len(mined)} candidates mined in "
+              f"{time.monotonic() - started:.1f} s, --jobs {args.jobs}")
+        for m in mined:
+            print(f"  {m.instance:42} {'kept' if m.kept else m.why}")
+        stamps: dict[tuple[str, str], float] = {}
+
+        def progress(outcome, step: str) -> None:
+            stamps[(outcome.instance, step)] = time.monotonic()
+
+        os.environ["PROCTOR_CACHE_DIR"] = str(out / "cache")  # every check computed
+        started = time.monotonic()
+        outcomes = import_dataset(out / "mined" / ROWS_FILE, None, out / "tasks",
+                                  pinned={args.name: args.repo.resolve()}, check=True,
+                                  calibrate=True, jobs=args.jobs, progress=progress)
         image, _ = resolve_image(docker_client())
-        print(f"{args.name}: {len(mined)} candidates, --jobs {args.jobs}, image {image}")
+        print(f"import + check of {len(outcomes)} rows, image {image}")
         print(f"{'instance':42} {'import s':>8} {'check s':>8} {'bare s':>7} {'ratio':>6} "
-              f"{'F2P':>4} {'P2P':>5}  kept / why not")
-        imports = sorted(t for (_, step), t in stamps.items() if step == "import")
-        checks = sorted(t for (_, step), t in stamps.items() if step == "check")
-        last_import = imports[-1] if imports else started
-        previous = {"import": started, "check": last_import}
+              f"{'verdict':>8} {'F2P r/p/eq':>10} {'flaky':>5}  variants")
+        previous = {"import": started, "check": max(
+            (t for (_, step), t in stamps.items() if step == "import"), default=started)}
         ratios = []
-        for m in sorted(mined, key=lambda m: stamps.get((m.instance, "import"), 0.0)):
-            imp = stamps.get((m.instance, "import"), previous["import"]) - previous["import"]
-            previous["import"] += imp
-            end = stamps.get((m.instance, "check"))
-            chk = (end - previous["check"]) if end and args.jobs == 1 else float("nan")
-            if end:
-                previous["check"] = end
-            bare, ratio, f2p, p2p = float("nan"), float("nan"), "", ""
-            if m.kept:
-                task = load_task(Path(out) / m.instance)
-                bare = bare_run_s(task, image)
-                ratio = chk / bare
+        for o in outcomes:
+            spent = {}
+            for step in ("import", "check"):
+                end = stamps.get((o.instance, step))
+                spent[step] = end - previous[step] if end else float("nan")
+                previous[step] = end or previous[step]
+            bare = ratio = float("nan")
+            if o.status != "error" and args.jobs == 1:
+                bare = bare_run_s(load_task(o.task), image)
+                ratio = spent["check"] / bare
                 ratios.append(ratio)
-                f2p, p2p = str(len(m.row.FAIL_TO_PASS)), str(len(m.row.PASS_TO_PASS))
-            print(f"{m.instance:42} {imp:8.2f} {chk:8.2f} {bare:7.2f} {ratio:6.1f} {f2p:>4} "
-                  f"{p2p:>5}  {'kept' if m.kept else m.why}")
-        total = (checks[-1] if checks else last_import) - started
-        print(f"total {total:.1f} s for {len(mined)} candidates "
-              f"({total / max(1, len(mined)):.1f} s each); check / bare run, kept tasks: "
-              f"median {statistics.median(ratios):.1f}x" if ratios else "no task kept")
+            a = o.agreement
+            f = a.fail_to_pass if a else None
+            counts = (f"{len(f.equal) + len(f.row_only)}/{len(f.equal) + len(f.proctor_only)}"
+                      f"/{len(f.equal)}" if f else "-")
+            variants = o.variants
+            shown = ("not calibrated" if variants is None else
+                     "; ".join(f"{s}: {','.join(v) or 'none'}" for s, v in variants.items()))
+            print(f"{o.instance:42} {spent['import']:8.2f} {spent['check']:8.2f} {bare:7.2f} "
+                  f"{ratio:6.1f} {a.verdict if a else o.status:>8} {counts:>10} "
+                  f"{len(a.flaky) if a else 0:>5}  {o.cause or shown}")
+        total = time.monotonic() - started
+        print(f"total {total:.1f} s for {len(outcomes)} rows "
+              f"({total / max(1, len(outcomes)):.1f} s each); check / bare run: "
+              + (f"median {statistics.median(ratios):.1f}x" if ratios else "not measured"))
     return 0
 
 

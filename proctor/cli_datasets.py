@@ -37,6 +37,10 @@ def import_swebench(
     check: bool = typer.Option(True, "--check/--no-check", help="Compute each task's "
                                "baseline and compare it with the row's FAIL_TO_PASS / "
                                "PASS_TO_PASS."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Also "
+                                   "calibrate each task's differential runs on its "
+                                   "reference patch, as 'proctor task check' does (cached "
+                                   "with the baseline)."),
     jobs: int = typer.Option(0, min=0, help="Tasks checked at once (0: the cores)."),
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
     image: str | None = typer.Option(None, help="Sandbox image tag."),
@@ -67,7 +71,8 @@ def import_swebench(
             bar.advance(imported if step == "import" else checked)
         try:
             outcomes = import_dataset(instances, repos, output, options=options, check=check,
-                                      jobs=jobs, backend=sandbox, image=image, progress=tick)
+                                      calibrate=calibrate, jobs=jobs, backend=sandbox,
+                                      image=image, progress=tick)
         except (OSError, ValueError) as exc:
             err.print(f"[red]error[/red]: {escape(str(exc))}")
             raise typer.Exit(2) from None
@@ -95,17 +100,20 @@ def _summary(outcomes: list, output: Path, check: bool) -> None:
 
     table = Table(title=f"{len(outcomes)} rows -> {output}")
     for col in ("instance", "status", "agreement", "FAIL_TO_PASS row/proctor/equal",
-                "flaky"):
+                "flaky", "differential runs"):
         table.add_column(col)
     for o in outcomes:
         a = o.agreement
         if a is None:
-            table.add_row(o.instance, o.status, "-" if check else "not checked", "", "")
+            table.add_row(o.instance, o.status, "-" if check else "not checked", "", "", "")
             continue
         f = a.fail_to_pass
+        variants = o.variants
         table.add_row(o.instance, o.status, a.verdict,
                       f"{len(f.equal) + len(f.row_only)}/{len(f.equal) + len(f.proctor_only)}"
-                      f"/{len(f.equal)}", str(len(a.flaky)))
+                      f"/{len(f.equal)}", str(len(a.flaky)),
+                      "not calibrated" if variants is None else "; ".join(
+                          f"{suite}: {', '.join(v) or 'none'}" for suite, v in variants.items()))
     out.print(table)
     out.print(f"report: {escape(str(output / REPORT_FILE))}", highlight=False)
 

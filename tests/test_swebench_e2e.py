@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from proctor.cli import app
 from proctor.datasets import ImportOptions
-from proctor.datasets.import_run import AGREEMENT_FILE, import_dataset
+from proctor.datasets.import_run import AGREEMENT_FILE, REPORT_FILE, import_dataset
 from proctor.datasets.mine_run import MINE_REPORT_FILE, ROWS_FILE
+from proctor.suites import VARIANTS
 from tests.test_swebench_import import DATA, PARSE
 
 #: The newest 8 candidates of parse's history: 5 fixes with tests that fail before them
@@ -66,6 +67,12 @@ def test_the_mined_rows_import_again_and_agree(mined):
                               backend="docker", pinned={PARSE: DATA / "parse.bundle"})
     assert [o.status for o in outcomes] == ["kept"] * len(KEPT)
     assert [o.agreement.verdict for o in outcomes] == ["agree"] * len(KEPT)
+    # Checked as `proctor task check` checks: the differential runs calibrated on each
+    # reference, in the report; parse's tests run the same under every variant.
+    report = [json.loads(x) for x in (out / REPORT_FILE).read_text().splitlines()]
+    every = sorted(VARIANTS)
+    assert [r["variants"] for r in report] == [{"hidden": every, "public": every}] * len(KEPT)
+    assert all(o.baseline.variant_changes is not None for o in outcomes)
     # A row naming a test that does not exist: imported again (only its swebench.json
     # changes, so the baseline stays cached) and an error naming the test.
     rows = [json.loads(x) for x in (out / ROWS_FILE).read_text().splitlines()]

@@ -2,11 +2,14 @@
 
 :func:`import_dataset` reads the rows (:func:`~proctor.datasets.swebench_rows.read_rows`),
 imports each (:func:`~proctor.datasets.swebench_import.import_row`; a task already there
-from the same row is kept, so a second run resumes), then, with ``check``, computes each
-task's baseline in parallel (``jobs`` at once; the sandbox cap bounds the sandboxes) and
-sets it against the row (:mod:`proctor.datasets.agreement`), written to the task's
-``agreement.json``. A row that fails at any step is an :class:`Outcome` with its cause; the
-other rows go on. ``TASKS_DIR/import-report.jsonl`` gets one line per row, in file order.
+from the same row is kept, so a second run resumes), then, with ``check``, checks each task
+as ``proctor task check`` does, in parallel (``jobs`` at once; the sandbox cap bounds the
+sandboxes): its baseline, set against the row (:mod:`proctor.datasets.agreement`) and
+written to the task's ``agreement.json``, and, with ``calibrate``, the differential runs'
+calibration on the reference patch (cached with the baseline, so scoring does not pay
+for it; the variants each suite uses are in the report). A row that fails at any step is
+an :class:`Outcome` with its cause; the other rows go on. ``TASKS_DIR/import-report.jsonl``
+gets one line per row, in file order.
 """
 
 from __future__ import annotations
@@ -44,11 +47,20 @@ class Outcome:
     row: SWEBenchRow | None = None
     baseline: Baseline | None = None
 
+    @property
+    def variants(self) -> dict[str, list[str]] | None:
+        """Suite -> the variants its differential runs use, once calibrated (None: not)."""
+        if self.baseline is None or self.baseline.variant_changes is None:
+            return None
+        return {suite: list(self.baseline.usable_variants(suite))
+                for suite in self.baseline.variant_changes}
+
     def as_json(self) -> dict:
         """One line of the import report."""
         return {"instance_id": self.instance, "status": self.status, "cause": self.cause,
                 "task": str(self.task) if self.task else None,
-                "agreement": self.agreement.as_json() if self.agreement else None}
+                "agreement": self.agreement.as_json() if self.agreement else None,
+                "variants": self.variants}
 
 
 #: Called after each step of each row: (outcome, step: "import" or "check").
@@ -57,7 +69,7 @@ Progress = Callable[[Outcome, str], None]
 
 def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # noqa: PLR0913
                    options: ImportOptions = ImportOptions(), check: bool = True,
-                   jobs: int = 0,
+                   calibrate: bool = True, jobs: int = 0,
                    backend: str | None = None, image: str | None = None,
                    progress: Progress | None = None, pinned: dict[str, Path] | None = None
                    ) -> list[Outcome]:
@@ -91,7 +103,8 @@ def import_dataset(rows_path: Path, repos: Path | None, tasks_dir: Path, *,  # n
     if check:
         todo = [o for o in outcomes if o.status != "error"]
         with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-            for outcome in pool.map(lambda o: _check_one(o, backend, image), todo):
+            for outcome in pool.map(lambda o: _check_one(o, backend, image, calibrate),
+                                    todo):
                 tick(outcome, "check")
     tasks_dir.mkdir(parents=True, exist_ok=True)
     with (tasks_dir / REPORT_FILE).open("w", encoding="utf-8") as f:
@@ -122,9 +135,11 @@ def _import_one(row: SWEBenchRow, cache: RepoCache, tasks_dir: Path,
     return Outcome(row.instance_id, done.status, task=done.task, row=row)
 
 
-def _check_one(outcome: Outcome, backend: str | None, image: str | None) -> Outcome:
-    """The baseline of the outcome's task set against its row (``outcome`` updated)."""
-    from proctor.harness.pipeline import task_baseline
+def _check_one(outcome: Outcome, backend: str | None, image: str | None,
+               calibrate: bool) -> Outcome:
+    """The baseline of the outcome's task set against its row, and with ``calibrate`` the
+    differential runs' calibration (``outcome`` updated)."""
+    from proctor.harness.pipeline import calibrate_task, task_baseline
     from proctor.sandbox import check_required, choose_backend, resolve_env
     from proctor.task import load_task
 
@@ -134,7 +149,8 @@ def _check_one(outcome: Outcome, backend: str | None, image: str | None) -> Outc
         chosen = choose_backend(backend)
         check_required(chosen, task.config.limits.required, task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(chosen, image, task.requirements)
-        baseline = task_baseline(task, tag, image_id, task.config.limits.to_limits(), chosen)
+        limits = task.config.limits.to_limits()
+        baseline = task_baseline(task, tag, image_id, limits, chosen)
         outcome.baseline = baseline
         outcome.agreement = compare(outcome.row, baseline)
         if outcome.agreement.missing:
@@ -143,6 +159,8 @@ def _check_one(outcome: Outcome, backend: str | None, image: str | None) -> Outc
             outcome.status = "error"
             outcome.cause = (f"FAIL_TO_PASS names tests that do not exist here: {shown}"
                              + (f" and {more} more" if more > 0 else ""))
+        elif calibrate and baseline.has_reference:
+            outcome.baseline = calibrate_task(task, baseline, tag, limits, chosen)
     except TaskConfigError as exc:
         if "no FAIL_TO_PASS test" not in str(exc):
             outcome.status, outcome.cause = "error", f"task check: {one_line(str(exc))}"
