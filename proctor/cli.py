@@ -78,7 +78,8 @@ def _render(rec: RewardRecord) -> None:
 
 
 def _score_completion(task: Path, data: bytes, image: str | None, rollout_id: str | None,  # noqa: PLR0913
-                      sandbox: str | None, reasoning_parser: str, tool_call_parser: str):
+                      sandbox: str | None, reasoning_parser: str, tool_call_parser: str,
+                      said: dict):
     """The record of a completion (:func:`proctor.rl.score_completions`, no result cache):
     its text, or the JSON messages it holds. Exits 2 on an unknown parser name."""
     import json
@@ -107,7 +108,8 @@ def _score_completion(task: Path, data: bytes, image: str | None, rollout_id: st
         raise typer.Exit(EXIT_CONFIG) from exc
     options = BatchOptions(workers=1, cache=False, image=image, sandbox=backend)
     return score_completions([Completion(task=str(task), completion=value,
-                                         rollout_id=rollout_id, **parsers)], options)[0]
+                                         rollout_id=rollout_id, **parsers, **said)],
+                             options)[0]
 
 
 @app.command()
@@ -133,6 +135,12 @@ def score(  # noqa: C901, PLR0913
     sandbox: str | None = typer.Option(
         None, help="Sandbox backend: docker or local (bubblewrap). Default: docker when an "
         "engine answers, else local."),
+    message_file: Path | None = typer.Option(
+        None, "--message-file", help="The agent's final message (PR title and body, or its "
+        "final answer), checked against the measurements: false claims, garbage, fidelity."),
+    transcript: Path | None = typer.Option(
+        None, "--transcript", help="What the agent did, as JSON (chat messages with tool "
+        "calls, a SWE-agent trajectory, OpenHands events): the test commands it ran."),
 ) -> None:
     """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
 
@@ -151,11 +159,19 @@ def score(  # noqa: C901, PLR0913
     else:
         err.print(f"{'patch' if patch is not None else 'completion'} file not found: {source}")
         raise typer.Exit(EXIT_CONFIG)
+    said = {}
+    for name, path in (("message", message_file), ("transcript", transcript)):
+        if path is not None and not path.is_file():
+            err.print(f"--{'message-file' if name == 'message' else name} not found: {path}")
+            raise typer.Exit(EXIT_CONFIG)
+        if path is not None:  # bytes: a file that is not UTF-8 is the record's to say
+            said[name] = path.read_bytes()
     if completion is not None:
         rec = _score_completion(task, data, image, rollout_id, sandbox,
-                                reasoning_parser, tool_call_parser)
+                                reasoning_parser, tool_call_parser, said)
     else:
-        rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox)
+        rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox,
+                          **said)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:

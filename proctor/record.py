@@ -49,6 +49,10 @@ class Flags(BaseModel):
     #: A measurement could not be taken for a reason that is not the patch's (the tool
     #: failed to start, a benchmark printed no metric): its component is null and re-shared.
     degraded: bool = False
+    #: The agent's message claims what the measurements or its transcript contradict
+    #: (tests pass, bug fixed, tests added; ``evidence["message"]`` says which): a penalty
+    #: and a hard blocker of the gate.
+    false_claim: bool = False
 
 
 class SuiteTests(BaseModel):

@@ -273,7 +273,7 @@ class TaskConfig(BaseModel):
         others = {k: v for k, v in w.items() if k != "performance"}
         scale = (1.0 - self.benchmark.weight) / (sum(others.values()) or 1.0)
         return Weights(**{k: v * scale for k, v in others.items()},
-                       performance=self.benchmark.weight)
+                       performance=self.benchmark.weight, message=self.weights.message)
 
     @field_validator("requirements")
     @classmethod

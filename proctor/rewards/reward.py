@@ -58,6 +58,25 @@ def _suite_summary(name: str, suite: SuiteTests | None) -> str:
     return f"{name}: {suite.f2p_total} FAIL_TO_PASS, {suite.p2p_total} PASS_TO_PASS"
 
 
+def _indicated(indicators: dict[str, float], weights: Weights) -> dict[str, float]:
+    """Penalty name -> its weight times its indicator clamped to 0 .. 1.
+
+    Raises:
+        ValueError: ``visible_only``, an unknown name, or a NaN indicator.
+    """
+    penalty_weights = {**PENALTY_WEIGHTS, **weights.message.penalty_weights()}
+    out = {}
+    for name, value in indicators.items():
+        if name == _VISIBLE_ONLY:
+            raise ValueError("visible_only is derived from the suites; do not pass it")
+        if name not in penalty_weights:
+            raise ValueError(f"unknown penalty indicator {name!r}")
+        if math.isnan(value):
+            raise ValueError(f"penalty indicator {name!r} is NaN")
+        out[name] = penalty_weights[name] * min(1.0, max(0.0, value))
+    return out
+
+
 def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noqa: C901
     """Compute the reward of one measured patch (design.md section 3).
 
@@ -74,7 +93,8 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noq
     then give a bit-identical total, so the executor need not measure them. A pure
     regression guard suite is charged ``broken_s * nominal_w_s`` as ``regression:<suite>``.
     Penalties: ``PENALTY_WEIGHTS[name] * clamp(indicator, 0, 1)`` for each of
-    ``m.penalty_indicators``, plus ``visible_only`` = ``0.10 * max(0, f2p_public -
+    ``m.penalty_indicators`` (the message checks' ``message_<check>`` indicators weigh
+    ``weights.message``), plus ``visible_only`` = ``0.10 * max(0, f2p_public -
     f2p_hidden)`` when both suites have FAIL_TO_PASS tests. No floor, no clamp: the total
     is about -1.0 .. 1.0.
 
@@ -146,14 +166,7 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noq
     else:  # every credit weight is 0: plain mean
         progress = sum(f2p.values()) / len(f2p)
 
-    for name, value in m.penalty_indicators.items():
-        if name == _VISIBLE_ONLY:
-            raise ValueError("visible_only is derived from the suites; do not pass it")
-        if name not in PENALTY_WEIGHTS:
-            raise ValueError(f"unknown penalty indicator {name!r}")
-        if math.isnan(value):
-            raise ValueError(f"penalty indicator {name!r} is NaN")
-        penalties[name] = PENALTY_WEIGHTS[name] * min(1.0, max(0.0, value))
+    penalties.update(_indicated(m.penalty_indicators, weights))
     if "public" in f2p and "hidden" in f2p:
         gap = max(0.0, f2p["public"] - f2p["hidden"])
         penalties[_VISIBLE_ONLY] = PENALTY_WEIGHTS[_VISIBLE_ONLY] * gap

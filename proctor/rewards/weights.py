@@ -26,9 +26,31 @@ QUALITY_COMPONENTS: tuple[str, ...] = (
 SUITE_OF: dict[str, str] = {"public_tests": "public", "hidden_tests": "hidden"}
 
 
+class MessageWeights(BaseModel):
+    """Penalty weights of the checks of the agent's message (task.toml ``[weights.message]``;
+    :mod:`proctor.rewards.message_checks`): each is charged once when its kind of finding
+    is there. Small by default: the patch's measurements decide the reward; a false claim
+    also fails the gate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    false_claim: float = Field(0.20, ge=0)
+    garbage: float = Field(0.05, ge=0)
+    fidelity: float = Field(0.05, ge=0)
+
+    def penalty_weights(self) -> dict[str, float]:
+        """Penalty indicator name (``message_<check>``) -> weight."""
+        return {f"{MESSAGE_PENALTY_PREFIX}{name}": float(getattr(self, name))
+                for name in MessageWeights.model_fields}
+
+
+#: Penalty indicators of the message checks are named ``message_<check>``.
+MESSAGE_PENALTY_PREFIX = "message_"
+
+
 class Weights(BaseModel):
     """Non-negative weight per component; ``performance`` is 0 unless a task declares a
-    benchmark."""
+    benchmark. ``message``: the penalty weights of the message checks (not components)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -38,6 +60,7 @@ class Weights(BaseModel):
     mutation_score: float = Field(0.20, ge=0)
     static_analysis: float = Field(0.10, ge=0)
     performance: float = Field(0.0, ge=0)
+    message: MessageWeights = MessageWeights()
 
     def as_dict(self) -> dict[str, float]:
         """Component name -> weight, for every name of :data:`COMPONENTS` in that order."""

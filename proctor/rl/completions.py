@@ -149,6 +149,10 @@ class Completion:
     #: A text completion's token ids (ints), when the trainer has them: harmony's messages
     #: are then read from them by ``openai-harmony`` (:mod:`proctor.rl.harmony_tokens`).
     token_ids: tuple[int, ...] | None = None
+    #: The agent's final message and transcript, checked against the measurements
+    #: (:mod:`proctor.harness.pipeline.agent_message`).
+    message: str | bytes | None = None
+    transcript: object = None
 
 
 def score_completions(entries: list[Completion], options: BatchOptions | None = None
@@ -182,7 +186,8 @@ def score_completions(entries: list[Completion], options: BatchOptions | None = 
         else:
             items.append(BatchItem(i, Rollout(task=str(e.task), rollout_id=rid,
                                               patch=got.patch, group_id=e.group_id,
-                                              sample_index=e.sample_index)))
+                                              sample_index=e.sample_index,
+                                              message=e.message, transcript=e.transcript)))
     for index, rec in iter_batch(items, options,
                                  rollout_scorer=shared_rollout_scorer(options)):
         out[index] = _with_extraction(rec, *found[index])

@@ -30,11 +30,14 @@ from proctor.version import __version__
 RESULT_FORMAT = "1"
 
 
-def result_key(patch_sha256: str, task_fingerprint: str, image_digest: str | None,
-               version: str = __version__, sandbox: str = "docker") -> str:
-    """Content address of a result (64 hex characters); pure."""
+def result_key(patch_sha256: str, task_fingerprint: str, image_digest: str | None,  # noqa: PLR0913
+               version: str = __version__, sandbox: str = "docker",
+               said_sha256: str | None = None) -> str:
+    """Content address of a result (64 hex characters); pure. ``said_sha256``: the digest
+    of the rollout's message and transcript, which the record's message checks read (None:
+    neither given)."""
     parts = [patch_sha256, task_fingerprint, image_digest or "-", version, sandbox,
-             RESULT_FORMAT]
+             RESULT_FORMAT] + ([said_sha256] if said_sha256 else [])
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -46,7 +47,9 @@ BAD_INPUT = "bad_input"
 
 class Rollout(BaseModel):
     """One agent attempt to score. ``rollout_id`` is required; ids given as numbers are
-    kept as their decimal text."""
+    kept as their decimal text. ``message`` (the agent's final message) and ``transcript``
+    (what it did: chat messages, a SWE-agent trajectory or OpenHands events, as JSON) are
+    checked against the measurements (:mod:`proctor.harness.pipeline.agent_message`)."""
 
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
@@ -56,7 +59,8 @@ class Rollout(BaseModel):
     patch_file: str | None = None
     group_id: str | None = None
     sample_index: int | None = None
-    message: str | None = None
+    message: str | bytes | None = None
+    transcript: Any = None
     metadata: dict | None = None
 
     @model_validator(mode="after")
@@ -64,6 +68,19 @@ class Rollout(BaseModel):
         if (self.patch is None) == (self.patch_file is None):
             raise ValueError("exactly one of 'patch' (diff text) or 'patch_file' is required")
         return self
+
+    def said(self) -> dict:
+        """``score``'s ``message`` / ``transcript`` arguments, those given."""
+        return {k: v for k, v in (("message", self.message), ("transcript", self.transcript))
+                if v is not None}
+
+    def said_sha256(self) -> str | None:
+        """Digest of the message and transcript (None when neither is given)."""
+        said = self.said()
+        if not said:
+            return None
+        text = json.dumps(said, sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def patch_bytes(self) -> bytes:
         """The patch as bytes: ``patch`` encoded as UTF-8, or the file's bytes.

@@ -13,6 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from proctor.harness.pipeline.agent_message import (
+    NO_MESSAGE,
+    AgentMessage,
+    check_agent_message,
+    not_applied,
+)
 from proctor.harness.pipeline.deadline import NOT_RUN_NOTE
 from proctor.harness.pipeline.install import INSTALL_FAILED
 from proctor.record import (
@@ -60,6 +66,9 @@ class Trace:
     forged_verdicts: bool = False
     install_failed: bool = False
     confirmed: list[str] = field(default_factory=list)
+    #: The rollout came with a message or transcript (the message checks apply once the
+    #: patch is measured).
+    message_given: bool = False
 
     @contextmanager
     def timer(self, phase: str) -> Iterator[None]:
@@ -97,6 +106,10 @@ class Ending:
     exclude_from_advantage: bool = False
     verdict: Verdict | None = None
     error: ErrorInfo | None = None
+    #: The message checks' evidence (None: they did not run) and whether they found a
+    #: false claim.
+    message: Evidence | None = None
+    false_claim: bool = False
 
 
 def errored(kind: str, message: str, retryable: bool) -> Ending:
@@ -165,15 +178,21 @@ class Found:
     tamper_detected: bool = False
 
 
-def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
-           task: Task, found: Found = Found()) -> Ending:
+def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],  # noqa: PLR0913
+           task: Task, found: Found = Found(), said: AgentMessage | None = None,
+           patch_text: str = "") -> Ending:
     """The ending of a measured patch: each suite of ``runs`` (public, hidden) graded
-    against ``baseline`` into ``m.suites``, the reward and its components under the task's
-    weights, the ``tests_tampered`` flag and the gate verdict, weighing what earlier phases
-    ``found``. A tripwire in either suite overrides the reward with
+    against ``baseline`` into ``m.suites``, the agent's message ``said`` checked against
+    them and the patch (:mod:`~proctor.harness.pipeline.agent_message`: penalty indicators
+    in ``m``, false claims as gate blockers), the reward and its components under the
+    task's weights, the ``tests_tampered`` flag and the gate verdict, weighing what earlier
+    phases ``found``. A tripwire in either suite overrides the reward with
     :data:`INTEGRITY_VIOLATION_REWARD`, as cheating would."""
     for run in runs:
         m.suites[run.suite] = grade_suite(baseline, run)
+    said_checked = check_agent_message(said, m.suites, patch_text) if said else None
+    if said_checked is not None:
+        m.penalty_indicators.update(said_checked.indicators)
     breakdown = compute_reward(m, task.config.effective_weights())
     notes = dict(breakdown.notes)
     for comp, note in m.notes.items():  # what the deadline kept from running: its 0.0 or
@@ -182,7 +201,7 @@ def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
     tampered = any(run.tampered for run in runs)
     trips = [f"{run.suite}: {run.tripwire}" for run in runs if run.tripwire]
     reward, reason = breakdown.total, INSTALL_FAILED if found.install_failed else None
-    blockers = list(found.blockers)
+    blockers = list(found.blockers) + (said_checked.blockers if said_checked else [])
     if trips:  # the runner was subverted: like an integrity violation, fixed -1.0
         reward, reason = INTEGRITY_VIOLATION_REWARD, "tripwire"
         blockers.append("tripwire: " + "; ".join(trips))
@@ -193,7 +212,9 @@ def graded(m: Measurements, baseline: Baseline, runs: tuple[SuiteRun, SuiteRun],
         measurements=m, tests_tampered=tampered, tripwire=bool(trips),
         # detected tampering: out of the group's baseline, its own signal kept
         exclude_from_advantage=tampered or bool(trips) or found.tamper_detected,
-        verdict=gate_verdict(reward, breakdown.components, blockers))
+        verdict=gate_verdict(reward, breakdown.components, blockers),
+        message=said_checked.evidence if said_checked else None,
+        false_claim=bool(said_checked and said_checked.false_claim))
 
 
 def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,
@@ -204,13 +225,17 @@ def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,
         tests_tampered=ending.tests_tampered, tripwire=ending.tripwire,
         exclude_from_advantage=(ending.exclude_from_advantage or trace.forged_verdicts),
         suppressions_added=trace.suppressions_added, secret_in_patch=trace.secret_in_patch,
-        degraded=trace.degraded)
+        degraded=trace.degraded, false_claim=ending.false_claim)
+    evidence = dict(trace.evidence)
+    evidence["message"] = ending.message or not_applied(
+        f"the patch was not measured ({ending.reason or ending.status})"
+        if trace.message_given else NO_MESSAGE)
     return RewardRecord(
         task_id=task_id, rollout_id=rollout_id, group_id=group_id, sample_index=sample_index,
         status=ending.status, reward=ending.reward, reason=ending.reason,
         components=ending.components, component_notes=ending.component_notes,
         weights=ending.weights, penalties=ending.penalties, diff_cost=ending.diff_cost,
         progress=ending.progress, integrity=ending.integrity or trace.integrity, flags=flags,
-        tests=ending.tests, evidence=trace.evidence, apply_strategy=trace.apply_strategy,
+        tests=ending.tests, evidence=evidence, apply_strategy=trace.apply_strategy,
         verdict=ending.verdict, error=ending.error, timing=trace.timing, env=trace.env,
         measurements=ending.measurements)

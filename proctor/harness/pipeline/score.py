@@ -42,6 +42,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from proctor.errors import ProctorError
 from proctor.harness.integrity import (
@@ -53,6 +54,7 @@ from proctor.harness.integrity import (
     shadowing_reasons,
 )
 from proctor.harness.pipeline import slots
+from proctor.harness.pipeline.agent_message import AgentMessage
 from proctor.harness.pipeline.deadline import (
     Deadline,
 )
@@ -134,7 +136,8 @@ from proctor.version import __version__
 def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None = None,  # noqa: PLR0913
           group_id: str | None = None, sample_index: int | None = None,
           image: str | None = None, limits: Limits | None = None,
-          sandbox: str | None = None, overlap: bool = True) -> RewardRecord:
+          sandbox: str | None = None, overlap: bool = True,
+          message: str | bytes | None = None, transcript: Any = None) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
@@ -149,6 +152,13 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
             host). False: one step after the other, the second sandbox made only once the
             tamper check passed: no speculative sandbox for patches that end early, but
             measured no faster even with a worker per core (same record either way).
+        message: the agent's final message (a PR title and body, or its final answer;
+            text, or bytes as received), checked against the measurements
+            (:mod:`proctor.harness.pipeline.agent_message`): penalties ``message_*``, the
+            ``false_claim`` flag and gate blocker, ``evidence["message"]``.
+        transcript: what the agent did (OpenAI or Anthropic chat messages, a SWE-agent
+            trajectory, OpenHands events; parsed JSON or its text), read for the test
+            commands it ran and their results.
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -172,12 +182,15 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     task_id = task.id if isinstance(task, Task) else Path(task).name
     rollout_id = rollout_id or uuid.uuid4().hex
     trace = Trace(env=EnvInfo(proctor_version=__version__, patch_sha256=screened.sha256))
+    said = AgentMessage(message, transcript) \
+        if message is not None or transcript is not None else None
+    trace.message_given = said is not None
     try:
         task = task if isinstance(task, Task) else load_task(task)
         task_id, trace.env.task_fingerprint = task.id, task.fingerprint
         ending = _run_pipeline(
             _Run(trace, task, screened, data, rollout_id,
-                 Deadline(task.config.timeouts.per_patch)),
+                 Deadline(task.config.timeouts.per_patch), said),
             _Choice(image, limits or task.config.limits.to_limits(), sandbox, overlap))
     except ProctorError as exc:
         ending = errored(exc.kind, str(exc), exc.retryable)
@@ -199,6 +212,7 @@ class _Run:
     data: bytes
     rollout_id: str
     deadline: Deadline
+    said: AgentMessage | None = None
 
 
 @dataclass(frozen=True)
@@ -279,7 +293,8 @@ def _sandboxed(run: _Run, checked: _Checked, choice: _Choice) -> Ending:
     for suite_run in (public, hidden):
         trace.evidence[f"{suite_run.suite}_tests"] = suite_evidence(suite_run)
     return graded(m, env.baseline, (public, hidden), task,  # 5.
-                  Found(tuple(checked.blockers), trace.install_failed, judged.tamper.detected))
+                  Found(tuple(checked.blockers), trace.install_failed, judged.tamper.detected),
+                  run.said, run.screened.text)
 
 
 def _integrity(run: _Run) -> _Checked | Ending:
