@@ -34,6 +34,7 @@ from proctor.datasets.import_run import import_dataset
 from proctor.datasets.mine_run import ROWS_FILE, mine_repository
 from proctor.harness.pipeline.workspace import prepare_repo
 from proctor.sandbox import REPO, DockerSandbox, docker_client, resolve_image
+from proctor.suites import VARIANTS
 
 
 def bare_run_s(task, image: str, repeats: int = 3) -> float:
@@ -100,8 +101,9 @@ def main() -> int:
             counts = (f"{len(f.equal) + len(f.row_only)}/{len(f.equal) + len(f.proctor_only)}"
                       f"/{len(f.equal)}" if f else "-")
             variants = o.variants
-            shown = ("not calibrated" if variants is None else
-                     "; ".join(f"{s}: {','.join(v) or 'none'}" for s, v in variants.items()))
+            shown = ("not calibrated" if variants is None else "; ".join(
+                f"{s}: {'all' if set(v) == set(VARIANTS) else ','.join(v) or 'none'}"
+                for s, v in variants.items()))
             print(f"{o.instance:42} {spent['import']:8.2f} {spent['check']:8.2f} {bare:7.2f} "
                   f"{ratio:6.1f} {a.verdict if a else o.status:>8} {counts:>10} "
                   f"{len(a.flaky) if a else 0:>5}  {o.cause or shown}")

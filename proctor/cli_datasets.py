@@ -113,9 +113,16 @@ def _summary(outcomes: list, output: Path, check: bool) -> None:
                       f"{len(f.equal) + len(f.row_only)}/{len(f.equal) + len(f.proctor_only)}"
                       f"/{len(f.equal)}", str(len(a.flaky)),
                       "not calibrated" if variants is None else "; ".join(
-                          f"{suite}: {', '.join(v) or 'none'}" for suite, v in variants.items()))
+                          f"{suite}: {_variants(v)}" for suite, v in variants.items()))
     out.print(table)
     out.print(f"report: {escape(str(output / REPORT_FILE))}", highlight=False)
+
+
+def _variants(used: list[str]) -> str:
+    """The variants a suite's differential runs use, shortly: ``all``, ``none`` or a list."""
+    from proctor.suites import VARIANTS
+
+    return "all" if set(used) == set(VARIANTS) else ", ".join(used) or "none"
 
 
 def mine_command(

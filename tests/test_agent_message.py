@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from proctor.harness.batch import BatchOptions, Rollout
-from proctor.harness.batch.result_cache import ResultCache
-from proctor.harness.batch.rollout import RolloutScorer
+from proctor.harness.batch import BatchOptions, ResultCache, Rollout, RolloutScorer
 from proctor.harness.pipeline import agent_message as am
 from proctor.record import Measurements, SuiteTests
 from proctor.rewards import Weights, compute_reward
