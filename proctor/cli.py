@@ -77,6 +77,23 @@ def _render(rec: RewardRecord) -> None:
         out.print(f"  blocker: {blocker}")
 
 
+def _judge(command: str | None, entry: str | None, timeout_s: float):
+    """The :class:`~proctor.harness.judge.Judge` of ``--judge`` / ``--judge-entry``, or None;
+    exits 2 on a bad one."""
+    import shlex
+
+    from proctor.harness.judge import Judge
+
+    if command is None and entry is None:
+        return None
+    try:
+        return Judge(tuple(shlex.split(command)) if command is not None else None, entry,
+                     timeout_s)
+    except ValueError as exc:
+        err.print(f"--judge: {exc}")
+        raise typer.Exit(EXIT_CONFIG) from None
+
+
 def _score_completion(task: Path, data: bytes, image: str | None, rollout_id: str | None,  # noqa: PLR0913
                       sandbox: str | None, reasoning_parser: str, tool_call_parser: str,
                       said: dict):
@@ -141,6 +158,15 @@ def score(  # noqa: C901, PLR0913
     transcript: Path | None = typer.Option(
         None, "--transcript", help="What the agent did, as JSON (chat messages with tool "
         "calls, a SWE-agent trajectory, OpenHands events): the test commands it ran."),
+    judge: str | None = typer.Option(
+        None, "--judge", help="A judge command (split like a shell line, run without one) "
+        "that may only veto: it reads {record, diff, message} as JSON on stdin and prints "
+        '{"veto": bool, "reason": str}; run only when the gate is not FAIL.'),
+    judge_entry: str | None = typer.Option(
+        None, "--judge-entry", help="The judge as a Python entry point module:function "
+        "(called with the same object, returning the same answer)."),
+    judge_timeout: float = typer.Option(60.0, "--judge-timeout", help="Seconds the judge "
+                                        "may take; past them it changes nothing."),
 ) -> None:
     """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
 
@@ -166,12 +192,16 @@ def score(  # noqa: C901, PLR0913
             raise typer.Exit(EXIT_CONFIG)
         if path is not None:  # bytes: a file that is not UTF-8 is the record's to say
             said[name] = path.read_bytes()
+    judged = _judge(judge, judge_entry, judge_timeout)
     if completion is not None:
+        if judged is not None:
+            err.print("--judge works with a patch file, not --completion")
+            raise typer.Exit(EXIT_CONFIG)
         rec = _score_completion(task, data, image, rollout_id, sandbox,
                                 reasoning_parser, tool_call_parser, said)
     else:
         rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox,
-                          **said)
+                          judge=judged, **said)
     if output:
         output.write_text(rec.to_json() + "\n")
     if as_json:

@@ -53,6 +53,9 @@ class Flags(BaseModel):
     #: (tests pass, bug fixed, tests added; ``evidence["message"]`` says which): a penalty
     #: and a hard blocker of the gate.
     false_claim: bool = False
+    #: A judge vetoed the record: its reward is capped and its gate is FAIL
+    #: (``evidence["judge"]`` says why).
+    judge_veto: bool = False
 
 
 class SuiteTests(BaseModel):
@@ -148,6 +151,8 @@ class Measurements(BaseModel):
     diff_lines: int = 0
     penalty_indicators: dict[str, float] = {}
     notes: dict[str, str] = {}
+    #: A judge's veto capped the reward here (:mod:`proctor.harness.judge`); None: no cap.
+    reward_cap: float | None = None
 
 
 class RewardRecord(BaseModel):

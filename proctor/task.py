@@ -58,6 +58,8 @@ Example ``task.toml``::
     killers = ["trusted"]     # or ["trusted", "agent"]: the patch's own tests may kill too
     timeout_s = 120           # budget of the whole step, seconds
     seed = 0                  # seed of the sample
+    [judge]       # an optional judge may only veto (proctor/harness/judge.py)
+    veto_cap = 0.0            # a vetoed record's reward is at most this
 
 ``install`` (default false): for a project whose tests need it installed (an
 ``importlib.metadata`` version lookup, an entry point). Every sandbox that runs tests (the
@@ -229,6 +231,14 @@ class MutationConfig(BaseModel):
         return v
 
 
+class JudgeConfig(BaseModel):
+    """``[judge]``: what a judge's veto does to the reward (:mod:`proctor.harness.judge`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    veto_cap: float = Field(0.0, ge=-1.0, le=1.0)  # the reward of a vetoed record, at most
+
+
 class TaskConfig(BaseModel):
     """The validated contents of ``task.toml``."""
 
@@ -246,6 +256,7 @@ class TaskConfig(BaseModel):
     benchmark: BenchmarkConfig | None = None
     limits: LimitsConfig = LimitsConfig()
     mutation: MutationConfig = MutationConfig()
+    judge: JudgeConfig = JudgeConfig()
     requirements: list[str] = []
     requirements_file: str | None = None
     #: Repo-relative directories put on ``sys.path`` after the repository root, in this

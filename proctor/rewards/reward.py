@@ -96,7 +96,7 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noq
     ``m.penalty_indicators`` (the message checks' ``message_<check>`` indicators weigh
     ``weights.message``), plus ``visible_only`` = ``0.10 * max(0, f2p_public -
     f2p_hidden)`` when both suites have FAIL_TO_PASS tests. No floor, no clamp: the total
-    is about -1.0 .. 1.0.
+    is about -1.0 .. 1.0; a judge's veto caps it at ``m.reward_cap``.
 
     Raises :class:`~proctor.errors.TaskConfigError` when no suite has a FAIL_TO_PASS test
     (never free points), and ``ValueError`` for an unknown suite or penalty name, a NaN
@@ -176,6 +176,8 @@ def compute_reward(m: Measurements, weights: Weights) -> RewardBreakdown:  # noq
     credit_part = sum(eff[c] * values[c] for c in credit)
     quality_part = sum(eff[c] * values[c] for c in QUALITY_COMPONENTS if c in values)
     total = credit_part + progress * quality_part - cost - sum(penalties.values())
+    if m.reward_cap is not None:  # a judge's veto: it can lower a reward, never raise one
+        total = min(total, m.reward_cap)
     return RewardBreakdown(
         total=total,
         components=components,

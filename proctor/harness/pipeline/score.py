@@ -53,6 +53,7 @@ from proctor.harness.integrity import (
     image_top_level_modules,
     shadowing_reasons,
 )
+from proctor.harness.judge import Judge, judge_record
 from proctor.harness.pipeline import slots
 from proctor.harness.pipeline.agent_message import AgentMessage
 from proctor.harness.pipeline.deadline import (
@@ -137,7 +138,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
           group_id: str | None = None, sample_index: int | None = None,
           image: str | None = None, limits: Limits | None = None,
           sandbox: str | None = None, overlap: bool = True,
-          message: str | bytes | None = None, transcript: Any = None) -> RewardRecord:
+          message: str | bytes | None = None, transcript: Any = None,
+          judge: Judge | None = None) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
@@ -159,6 +161,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         transcript: what the agent did (OpenAI or Anthropic chat messages, a SWE-agent
             trajectory, OpenHands events; parsed JSON or its text), read for the test
             commands it ran and their results.
+        judge: an optional judge that may only veto (:mod:`proctor.harness.judge`): called
+            once the record is scored with a gate that is not FAIL.
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -196,9 +200,14 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
         ending = errored(exc.kind, str(exc), exc.retryable)
     except Exception as exc:  # noqa: BLE001 - a harness bug must not kill a training loop
         ending = errored("internal_error", f"{type(exc).__name__}: {exc}", False)
-    trace.timing["total_s"] = round(time.monotonic() - started, 3)
-    return assemble(trace, ending, task_id=task_id, rollout_id=rollout_id,
-                    group_id=group_id, sample_index=sample_index)
+    rec = assemble(trace, ending, task_id=task_id, rollout_id=rollout_id,
+                   group_id=group_id, sample_index=sample_index)
+    if judge is not None:
+        said = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+        rec = judge_record(rec, judge, screened.text, said,
+                           task.config.judge.veto_cap if isinstance(task, Task) else 0.0)
+    rec.timing["total_s"] = round(time.monotonic() - started, 3)
+    return rec
 
 
 @dataclass(frozen=True)
