@@ -14,7 +14,7 @@ Bad input loses nothing: a message that is not UTF-8 or longer than
 :data:`MAX_MESSAGE_BYTES`, or a transcript longer than :data:`MAX_TRANSCRIPT_BYTES`, not
 JSON, or in a shape not read, leaves the checks that need it out with the reason in the
 evidence; the patch is scored all the same. Without a message or transcript nothing
-changes, and the evidence says the checks did not apply.
+changes, and a measured patch's evidence says the checks did not apply.
 """
 
 from __future__ import annotations

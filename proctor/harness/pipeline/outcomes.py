@@ -227,9 +227,13 @@ def assemble(trace: Trace, ending: Ending, *, task_id: str, rollout_id: str,
         suppressions_added=trace.suppressions_added, secret_in_patch=trace.secret_in_patch,
         degraded=trace.degraded, false_claim=ending.false_claim)
     evidence = dict(trace.evidence)
-    evidence["message"] = ending.message or not_applied(
-        f"the patch was not measured ({ending.reason or ending.status})"
-        if trace.message_given else NO_MESSAGE)
+    if ending.message is not None:
+        evidence["message"] = ending.message
+    elif trace.message_given:
+        evidence["message"] = not_applied(
+            f"the patch was not measured ({ending.reason or ending.status})")
+    elif ending.measurements is not None:  # measured: the checks had nothing to read
+        evidence["message"] = not_applied(NO_MESSAGE)
     return RewardRecord(
         task_id=task_id, rollout_id=rollout_id, group_id=group_id, sample_index=sample_index,
         status=ending.status, reward=ending.reward, reason=ending.reason,
