@@ -78,19 +78,14 @@ def _render(rec: RewardRecord) -> None:
 
 
 def _judge(command: str | None, entry: str | None, timeout_s: float):
-    """The :class:`~proctor.harness.judge.Judge` of ``--judge`` / ``--judge-entry``, or None;
-    exits 2 on a bad one."""
-    import shlex
+    """:func:`~proctor.cli_batch.judge_option`, exiting 2 on a bad judge."""
+    from proctor.cli_batch import judge_option
+    from proctor.harness.batch import BatchConfigError
 
-    from proctor.harness.judge import Judge
-
-    if command is None and entry is None:
-        return None
     try:
-        return Judge(tuple(shlex.split(command)) if command is not None else None, entry,
-                     timeout_s)
-    except ValueError as exc:
-        err.print(f"--judge: {exc}")
+        return judge_option(command, entry, timeout_s)
+    except BatchConfigError as exc:
+        err.print(str(exc))
         raise typer.Exit(EXIT_CONFIG) from None
 
 

@@ -44,9 +44,29 @@ EXIT_CONFIG, EXIT_INFRA = 2, 3
 INFRA_KINDS = {"blocked", "infra", "engine_unavailable", "image_missing", "internal_error"}
 
 
+def judge_option(command: str | None, entry: str | None, timeout_s: float):
+    """The :class:`~proctor.harness.judge.Judge` of ``--judge`` / ``--judge-entry``, or None.
+
+    Raises:
+        BatchConfigError: a bad judge (the CLI exits 2).
+    """
+    import shlex
+
+    from proctor.harness.judge import Judge
+
+    if command is None and entry is None:
+        return None
+    try:
+        return Judge(tuple(shlex.split(command)) if command is not None else None, entry,
+                     timeout_s)
+    except ValueError as exc:
+        raise BatchConfigError(f"--judge: {exc}") from None
+
+
 def batch_command(
     rollouts: Path = typer.Argument(..., help="Rollouts JSONL (task, patch|patch_file, "
-                                    "rollout_id, group_id, sample_index, message, metadata), "
+                                    "rollout_id, group_id, sample_index, message, transcript, "
+                                    "metadata), "
                                     "or SWE-bench predictions (JSONL or .json) with --tasks."),
     output: Path = typer.Option(..., "--output", "-o", help="Reward records JSONL."),
     workers: int | None = typer.Option(None, "--workers", "-w", min=1,
@@ -63,6 +83,13 @@ def batch_command(
     tasks: Path | None = typer.Option(None, "--tasks", help="Imported tasks' directory, for "
                                       "SWE-bench predictions (instance_id, model_patch, "
                                       "model_name_or_path) in the input."),
+    judge: str | None = typer.Option(
+        None, "--judge", help="A judge command that may only veto (as in proctor score), "
+        "called for each rollout whose gate is not FAIL."),
+    judge_entry: str | None = typer.Option(
+        None, "--judge-entry", help="The judge as a Python entry point module:function."),
+    judge_timeout: float = typer.Option(60.0, "--judge-timeout", help="Seconds the judge "
+                                        "may take; past them it changes nothing."),
 ) -> None:
     """Score a JSONL file of rollouts in parallel; records are flushed as each finishes."""
     out, err = Console(), Console(stderr=True)
@@ -76,7 +103,8 @@ def batch_command(
 
         options = BatchOptions(workers=workers, executor=executor,
                                sandbox=choose_backend(sandbox), image=image, cache=cache,
-                               retry=RetryPolicy(retries=retries))
+                               retry=RetryPolicy(retries=retries),
+                               judge=judge_option(judge, judge_entry, judge_timeout))
         check_options(options)
     except (BatchConfigError, TaskConfigError) as exc:
         err.print(f"[red]error[/red]: {exc}")

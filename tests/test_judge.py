@@ -119,3 +119,41 @@ def test_the_payload_is_the_record_the_diff_and_the_message(tmp_path):
     payload = json.loads(out.read_text())
     assert payload["diff"] == DIFF and payload["message"] == "hello"
     assert payload["record"]["reward"] == pytest.approx(1.0)
+
+
+def test_a_batch_passes_its_judge_and_caches_by_it(tmp_path, toolz_task):
+    from proctor.harness.batch import BatchOptions, ResultCache, Rollout, RolloutScorer
+    from tests.test_batch_unit import FakeScorer, fake_preparer
+
+    class JudgedScorer(FakeScorer):
+        def __init__(self):
+            super().__init__()
+            self.judges = []
+
+        def __call__(self, task, patch, *, judge=None, **kw):
+            self.judges.append(judge)
+            return super().__call__(task, patch, **kw)
+
+    fake, cache = JudgedScorer(), ResultCache(tmp_path / "results")
+    veto = py(VETO)
+    for judge in (None, veto, veto, py("print(1)")):
+        rs = RolloutScorer(BatchOptions(judge=judge), scorer=fake, preparer=fake_preparer(),
+                           cache=cache, sleep=lambda s: None)
+        r = Rollout(task=str(toolz_task), rollout_id="r", patch=DIFF)
+        rs.score_rollout(r, r.patch_bytes())
+    assert fake.judges == [None, veto, py("print(1)")]  # the second veto run: a cache hit
+
+
+def test_a_bad_judge_stops_a_batch_before_it_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    (tmp_path / "r.jsonl").write_text("")
+    for args in (["--judge", ""], ["--judge-entry", "nocolon"],
+                 ["--judge", "x", "--judge-timeout", "0"]):
+        result = CliRunner().invoke(app, ["batch", str(tmp_path / "r.jsonl"), "-o",
+                                          str(tmp_path / "out.jsonl"), *args])
+        assert result.exit_code == 2 and "--judge:" in result.output, result.output
+        scored_cli = CliRunner().invoke(app, ["score", str(tmp_path), "-", *args], input="")
+        assert scored_cli.exit_code == 2 and "--judge:" in scored_cli.output

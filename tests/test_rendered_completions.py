@@ -202,9 +202,10 @@ def test_harmony_ids_that_do_not_decode_to_the_text_are_not_trusted(harmony):
         assert "reasoning_reader" not in found.details()
 
 
-def test_trl_passes_completion_ids_to_the_library(harmony, toolz_task, monkeypatch):
+def test_trl_passes_completion_ids_to_the_library(harmony, tmp_path, monkeypatch):
     """TRL's reward function hands ``completion_ids`` on: a gpt-oss completion whose text
-    was decoded without special tokens is read from its tokens."""
+    was decoded without special tokens is read from its tokens. (The task does not exist:
+    its error record comes at once; what is checked is the patch the extraction found.)"""
     from proctor.rl import completions
     from proctor.rl.trl import make_reward_func
 
@@ -220,8 +221,9 @@ def test_trl_passes_completion_ids_to_the_library(harmony, toolz_task, monkeypat
         return found
 
     monkeypatch.setattr(completions, "find_patch", spy)
-    make_reward_func()(prompts=["p"], completions=[text], completion_ids=[tokens],
-                       task=[str(toolz_task)])
+    rewards = make_reward_func()(prompts=["p"], completions=[text], completion_ids=[tokens],
+                                 task=[str(tmp_path / "no-task")])
+    assert rewards == [None]
     assert [f.patch for f in seen] == [meant]
     assert seen[0].details()["reasoning_reader"] == "openai-harmony"
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from proctor.errors import ProctorError
 from proctor.harness.batch.retry import RetryPolicy
+from proctor.harness.judge import Judge
 
 EXECUTORS = ("local", "ray")
 
@@ -28,7 +29,9 @@ class BatchOptions:
     only when there are fewer workers than cores. Parallelism then comes from within a
     rollout, which fills cores the workers leave idle (1 worker on 2 cores: 54.7 vs 39.0
     rollouts/min); with a worker per core it only adds contention and the speculative
-    second sandbox of patches that end early (2 workers on 2 cores: 53.5 vs 56.8)."""
+    second sandbox of patches that end early (2 workers on 2 cores: 53.5 vs 56.8).
+    ``judge``: a judge that may only veto, called for every rollout whose gate is not FAIL
+    (:mod:`proctor.harness.judge`); the result cache keys on it."""
 
     workers: int | None = None
     executor: str = "local"
@@ -37,6 +40,7 @@ class BatchOptions:
     cache: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     overlap: bool | None = None
+    judge: Judge | None = None
 
     @property
     def n_workers(self) -> int:

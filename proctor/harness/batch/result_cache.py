@@ -32,12 +32,14 @@ RESULT_FORMAT = "1"
 
 def result_key(patch_sha256: str, task_fingerprint: str, image_digest: str | None,  # noqa: PLR0913
                version: str = __version__, sandbox: str = "docker",
-               said_sha256: str | None = None) -> str:
+               said_sha256: str | None = None, judge: str | None = None) -> str:
     """Content address of a result (64 hex characters); pure. ``said_sha256``: the digest
     of the rollout's message and transcript, which the record's message checks read (None:
-    neither given)."""
+    neither given); ``judge``: the judge that may veto it (its command or entry point and
+    timeout; None: no judge)."""
     parts = [patch_sha256, task_fingerprint, image_digest or "-", version, sandbox,
-             RESULT_FORMAT] + ([said_sha256] if said_sha256 else [])
+             RESULT_FORMAT] + ([said_sha256] if said_sha256 else []) + \
+        ([f"judge:{judge}"] if judge else [])
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

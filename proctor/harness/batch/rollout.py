@@ -169,7 +169,8 @@ class RolloutScorer:
             rec = self._score(prep, r, patch)
             return _cancelled_record(r, sha) if cancel.requested() else rec
         key = result_key(sha, prep.task.fingerprint, prep.image_id,
-                         sandbox=self.options.sandbox, said_sha256=r.said_sha256())
+                         sandbox=self.options.sandbox, said_sha256=r.said_sha256(),
+                         judge=repr(self.options.judge) if self.options.judge else None)
         with self.cache.lock(key):
             hit = self.cache.get(key)
             if hit is not None:
@@ -185,7 +186,8 @@ class RolloutScorer:
     def _score(self, prep: PreparedTask, r: Rollout, patch: bytes) -> RewardRecord:
         return self.scorer(prep.task, patch, rollout_id=r.rollout_id, group_id=r.group_id,
                            sample_index=r.sample_index, image=prep.image,
-                           sandbox=self.options.sandbox, **r.said())
+                           sandbox=self.options.sandbox, **r.said(),
+                           **({"judge": self.options.judge} if self.options.judge else {}))
 
 
 def _cancelled_record(r: Rollout, sha: str | None = None) -> RewardRecord:
