@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
-from proctor.cli_datasets import export_app, import_app, mine_command
+from proctor.cli_datasets import export_app, gate_command, import_app, mine_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
@@ -224,6 +224,7 @@ def cleanup(
 
 
 app.command("batch")(batch_command)
+app.command("gate")(gate_command)
 app.command("serve")(serve_command)
 
 

@@ -1,4 +1,6 @@
-"""``proctor task import swebench``: a dataset's rows become checked tasks."""
+"""``proctor task import swebench`` (a dataset's rows become checked tasks), ``proctor task
+mine``, ``proctor export swebench`` and ``proctor gate`` (your own change, judged as an
+agent's patch is)."""
 
 from __future__ import annotations
 
@@ -245,3 +247,76 @@ def export_swebench(
               f"resolved ({report['error_instances']} errors, "
               f"{report['empty_patch_instances']} empty patches) -> {escape(str(output))}",
               highlight=False)
+
+
+def gate_command(  # noqa: PLR0913
+    base: str = typer.Option(..., "--base", help="What the change goes into (origin/main, a "
+                             "commit): the change is git diff BASE...HEAD."),
+    repo: Path = typer.Option(Path("."), "--repo", help="The repository (a checkout)."),
+    head: str = typer.Option("HEAD", "--head", help="The change's last commit (committed "
+                             "work only)."),
+    message_file: Path | None = typer.Option(None, "--message-file", help="The PR title and "
+                                             "body, checked against what was measured."),
+    transcript: Path | None = typer.Option(None, "--transcript", help="An agent's "
+                                           "transcript, as JSON (see proctor score)."),
+    judge: str | None = typer.Option(None, "--judge", help="A judge command that may only "
+                                     "veto (see proctor score)."),
+    judge_entry: str | None = typer.Option(None, "--judge-entry", help="The judge as a "
+                                           "Python entry point module:function."),
+    judge_timeout: float = typer.Option(60.0, "--judge-timeout", help="Judge seconds."),
+    fail_on: str = typer.Option("fail", "--fail-on", help="'fail': exit 1 on FAIL; 'warn': "
+                                "also on WARN (an untested change is WARN)."),
+    baseline_runs: int | None = typer.Option(None, "--baseline-runs", min=1, help="Runs of "
+                                             "each suite before and after (default 3)."),
+    keep_task: Path | None = typer.Option(None, "--keep-task", help="Write the task here "
+                                          "and keep it (default: a temporary directory)."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
+    image: str | None = typer.Option(None, help="Sandbox image tag."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict and the record "
+                                 "as JSON."),
+) -> None:
+    """Judge your own change before the PR: PASS / WARN / FAIL with the blockers and the
+    rule that decided (a pre-push hook: exit 0 PASS or WARN, 1 FAIL, 2 bad input, 3 the
+    harness failed)."""
+    import json
+
+    from proctor.cli_batch import judge_option
+    from proctor.datasets.own_repo import GateInputError, gate_change
+    from proctor.harness.batch import BatchConfigError
+
+    if fail_on not in ("fail", "warn"):
+        err.print(f"[red]error[/red]: --fail-on must be fail or warn, not {escape(fail_on)}")
+        raise typer.Exit(2)
+    said: dict = {}
+    for key, path in (("message", message_file), ("transcript", transcript)):
+        if path is not None and not path.is_file():
+            err.print(f"[red]error[/red]: {escape(str(path))} not found")
+            raise typer.Exit(2)
+        if path is not None:
+            said[key] = path.read_bytes()
+    try:
+        judged = judge_option(judge, judge_entry, judge_timeout)
+        result = gate_change(repo, base, head, judge=judged, sandbox=sandbox, image=image,
+                             baseline_runs=baseline_runs, keep=keep_task, **said)
+    except (GateInputError, BatchConfigError) as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        print(json.dumps({"gate": result.gate, "score": result.score, "rule": result.rule,
+                          "blockers": result.blockers, "base": result.base,
+                          "head": result.head, "record": json.loads(result.record.to_json())
+                          if result.record else None}))
+    else:
+        colour = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}[result.gate]
+        scored = f" {result.score:g}" if result.score is not None else ""
+        out.print(f"[bold {colour}]{result.gate}[/]{scored}  {escape(result.rule)}")
+        out.print(f"change {result.base[:12]}...{result.head[:12]}: "
+                  f"{len(result.patch_files)} files, {len(result.test_files)} test files",
+                  highlight=False)
+        for blocker in result.blockers:
+            out.print(f"  blocker: {escape(blocker)}", highlight=False)
+    if result.record is not None and result.record.status == "error" and \
+            not result.rule.startswith("untested"):
+        raise typer.Exit(3)
+    if result.gate == "FAIL" or (result.gate == "WARN" and fail_on == "warn"):
+        raise typer.Exit(1)

@@ -63,14 +63,29 @@ def row_from_commit(repo: GitRepo, repo_name: str, commit: str) -> SWEBenchRow:
     parent = repo.parent(full)
     if parent is None:
         raise ValueError(f"commit {full[:12]} has no parent")
-    listed = repo.git("diff", "--name-only", "--no-renames", parent, full)
+    owner, name = repo_name.split("/", 1)
+    row = row_from_range(repo, repo_name, parent, full, f"{owner}__{name}-{full[:12]}")
+    if not row.test_patch:
+        raise ValueError(f"commit {full[:12]} changes no test file")
+    return row
+
+
+def row_from_range(repo: GitRepo, repo_name: str, base: str, head: str,
+                   instance_id: str) -> SWEBenchRow:
+    """The row of the change from commit ``base`` to commit ``head`` (full names): ``patch``
+    the diff of its files that are not test files, ``test_patch`` that of its test files
+    (empty when it changes none); FAIL_TO_PASS and PASS_TO_PASS left for the runs.
+
+    Raises:
+        ValueError: the change touches no file, or only test files.
+    """
+    listed = repo.git("diff", "--name-only", "--no-renames", base, head)
     paths = [p for p in listed.stdout.decode(errors="replace").splitlines() if p]
     tests = [p for p in paths if is_test_file(p)]
-    if not tests or len(tests) == len(paths):
-        raise ValueError(f"commit {full[:12]} changes "
-                         f"{'no test file' if not tests else 'only test files'}")
-    owner, name = repo_name.split("/", 1)
-    return SWEBenchRow(instance_id=f"{owner}__{name}-{full[:12]}", repo=repo_name,
-                       base_commit=parent, patch=repo.diff(parent, full, exclude=tests),
-                       test_patch=repo.diff(parent, full, paths=tests),
-                       extra={"fix_commit": full})
+    if not paths or len(tests) == len(paths):
+        raise ValueError(f"{base[:12]}..{head[:12]} changes "
+                         f"{'nothing' if not paths else 'only test files'}")
+    return SWEBenchRow(instance_id=instance_id, repo=repo_name, base_commit=base,
+                       patch=repo.diff(base, head, exclude=tests),
+                       test_patch=repo.diff(base, head, paths=tests) if tests else "",
+                       extra={"fix_commit": head})
