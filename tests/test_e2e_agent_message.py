@@ -77,3 +77,14 @@ def test_cli_reads_the_message_and_the_transcript(toolz_build, toolz_task, tmp_p
     missing = CliRunner().invoke(app, ["score", str(toolz_task), "-", "--message-file",
                                        str(tmp_path / "nope.md")], input="")
     assert missing.exit_code == 2 and "--message-file not found" in missing.output
+
+
+@pytest.mark.docker
+def test_words_that_cannot_be_read_leave_the_patch_scored(toolz_task, toolz_patches):
+    rec = score(toolz_task, toolz_patches["reference"], rollout_id="bad-words",
+                message=b"All tests pass \xff", transcript={"steps": [1, 2]})
+    assert rec.status == "scored" and rec.reward == pytest.approx(0.998)
+    said = rec.evidence["message"].details
+    assert said["applied"] is False and said["why"] == "the message is not UTF-8 (byte 15)"
+    assert "transcript shape not recognised" in said["transcript"]["why"]
+    assert not rec.flags.false_claim and rec.penalties.get("message_false_claim") is None
