@@ -50,15 +50,10 @@ def judge_option(command: str | None, entry: str | None, timeout_s: float):
     Raises:
         BatchConfigError: a bad judge (the CLI exits 2).
     """
-    import shlex
-
     from proctor.harness.judge import Judge
 
-    if command is None and entry is None:
-        return None
     try:
-        return Judge(tuple(shlex.split(command)) if command is not None else None, entry,
-                     timeout_s)
+        return Judge.from_options(command, entry, timeout_s)
     except ValueError as exc:
         raise BatchConfigError(f"--judge: {exc}") from None
 

@@ -280,9 +280,8 @@ def gate_command(  # noqa: PLR0913
     harness failed)."""
     import json
 
-    from proctor.cli_batch import judge_option
     from proctor.datasets.own_repo import GateInputError, gate_change
-    from proctor.harness.batch import BatchConfigError
+    from proctor.harness.judge import Judge
 
     if fail_on not in ("fail", "warn"):
         err.print(f"[red]error[/red]: --fail-on must be fail or warn, not {escape(fail_on)}")
@@ -295,10 +294,14 @@ def gate_command(  # noqa: PLR0913
         if path is not None:
             said[key] = path.read_bytes()
     try:
-        judged = judge_option(judge, judge_entry, judge_timeout)
+        judged = Judge.from_options(judge, judge_entry, judge_timeout)
+    except ValueError as exc:
+        err.print(f"[red]error[/red]: --judge: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    try:
         result = gate_change(repo, base, head, judge=judged, sandbox=sandbox, image=image,
                              baseline_runs=baseline_runs, keep=keep_task, **said)
-    except (GateInputError, BatchConfigError) as exc:
+    except GateInputError as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}")
         raise typer.Exit(2) from None
     if as_json:
@@ -315,8 +318,8 @@ def gate_command(  # noqa: PLR0913
                   highlight=False)
         for blocker in result.blockers:
             out.print(f"  blocker: {escape(blocker)}", highlight=False)
-    if result.record is not None and result.record.status == "error" and \
-            not result.rule.startswith("untested"):
+    failed = result.record.error if result.record is not None else None
+    if failed is not None and failed.kind != "task_config":  # the harness failed, not you
         raise typer.Exit(3)
     if result.gate == "FAIL" or (result.gate == "WARN" and fail_on == "warn"):
         raise typer.Exit(1)

@@ -1,7 +1,7 @@
 """``proctor gate``: a change of your own repository judged before the PR, on a checkout of
-parse's real history (``tests/data/parse.bundle``): a real fix with its test passes, the
-same test with a change that does not fix it fails (and a PR text claiming it does is a
-blocker), an untested change is WARN, and bad input exits 2."""
+parse's real history (``tests/data/parse.bundle``): a real fix with its test passes (its
+PR text checked), the same test with a change that does not fix it fails, an untested
+change is WARN, the README's hook runs as written, and bad input exits 2."""
 
 from __future__ import annotations
 
@@ -53,24 +53,31 @@ def gate(checkout: Path, head: str, *more: str):
 
 
 @pytest.mark.docker
-def test_a_real_fix_with_its_test_passes(checkout, docker_ready):
-    result, got = gate(checkout, "fix", "--sandbox", "docker")
+def test_a_real_fix_with_its_test_passes(checkout, docker_ready, tmp_path):
+    (tmp_path / "PR.md").write_text("Fix parsing in parse.py; the new test in tests/ "
+                                    "passes.\n")
+    result, got = gate(checkout, "fix", "--sandbox", "docker",
+                       "--message-file", str(tmp_path / "PR.md"))
     assert result.exit_code == 0, result.output
+    # the PR text names the test the change adds: true, though the scored patch is the
+    # change without its tests (they are the hidden suite)
     assert got["gate"] == "PASS" and got["score"] >= 80, got["rule"]
+    assert got["record"]["flags"]["false_claim"] is False
     assert got["record"]["tests"]["hidden"]["f2p_passed"] >= 1
+    assert got["record"]["evidence"]["message"]["details"]["applied"] is True
 
 
 @pytest.mark.docker
-def test_a_change_that_does_not_fix_its_test_fails_and_a_claim_that_it_does_blocks(
-        checkout, docker_ready, tmp_path):
-    (tmp_path / "PR.md").write_text("Fix parsing of the new format in parse.py. "
-                                    "All tests pass.\n")
-    result, got = gate(checkout, "wrong", "--sandbox", "docker",
-                       "--message-file", str(tmp_path / "PR.md"))
+def test_a_change_whose_own_test_still_fails_fails(checkout, docker_ready):
+    result, got = gate(checkout, "wrong", "--sandbox", "docker")
     assert result.exit_code == 1, result.output
-    assert got["gate"] == "FAIL"
-    assert got["rule"].startswith("hard blocker: false claim: false_claim.tests_pass")
-    assert got["record"]["flags"]["false_claim"] is True
+    assert got["gate"] == "FAIL" and got["score"] is None
+    # the change is its own reference: its test fails before and after it, which the
+    # baseline names (no reward exists without a FAIL_TO_PASS test)
+    assert got["rule"].startswith("the change's own tests fail with it (task has no "
+                                  "FAIL_TO_PASS test")
+    assert got["rule"].endswith("1 test fails with the reference patch too: hidden: "
+                                "tests/test_parse.py::test_numbers)")
 
 
 def test_an_untested_change_is_warn_and_fails_only_when_asked(checkout):

@@ -13,7 +13,8 @@ verdict with its blockers and the rule that decided.
 
 A change that adds or edits no test has nothing that can show it works: it is not scored,
 and its verdict is WARN with that rule (``untested``). A change whose tests all pass
-before it too has no FAIL_TO_PASS test: the same WARN, with the baseline's words. The task
+before it too has no FAIL_TO_PASS test: the same WARN, with the baseline's words. A change
+whose own tests still fail with it is FAIL (the baseline names them). The task
 is written to a temporary directory (``keep``: to this one instead) and removed after; its
 baseline stays cached, so running the gate again on the same change is quick.
 """
@@ -108,7 +109,8 @@ def gate_change(repo_path: Path, base: str, head: str = "HEAD", *,  # noqa: PLR0
         try:
             task = import_row(row, repo, out, ImportOptions(baseline_runs=baseline_runs)).task
             record = score(task, row.patch, message=message, transcript=transcript,
-                           judge=judge, sandbox=sandbox, image=image, rollout_id="gate")
+                           judge=judge, sandbox=sandbox, image=image, rollout_id="gate",
+                           message_change=row.patch + row.test_patch)
         except RowError as exc:
             raise GateInputError(exc.cause) from None
         finally:
@@ -117,9 +119,15 @@ def gate_change(repo_path: Path, base: str, head: str = "HEAD", *,  # noqa: PLR0
     result.record = record
     if record.status == "error":
         assert record.error is not None
-        if record.error.kind == TaskConfigError.kind and "FAIL_TO_PASS" in record.error.message:
+        said = record.error.message
+        if record.error.kind == TaskConfigError.kind and "with the reference patch too" in said:
+            result.gate = "FAIL"
+            result.rule = f"the change's own tests fail with it ({said[:400]})"
+            result.blockers = [result.rule]
+            return result
+        if record.error.kind == TaskConfigError.kind and "FAIL_TO_PASS" in said:
             result.rule = (f"{UNTESTED}: no test of the change fails before it and passes "
-                           f"after it ({record.error.message[:300]})")
+                           f"after it ({said[:300]})")
             return result
         result.gate, result.rule = "FAIL", f"error: {record.error.message[:300]}"
         return result

@@ -22,6 +22,7 @@ with its provenance (``judge``).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -62,6 +63,20 @@ class Judge:
             raise ValueError(f"judge entry point {self.entry_point!r} is not module:function")
         if not self.timeout_s > 0:
             raise ValueError(f"judge timeout must be positive, got {self.timeout_s}")
+
+    @classmethod
+    def from_options(cls, command: str | None, entry: str | None,
+                     timeout_s: float = DEFAULT_TIMEOUT_S) -> Judge | None:
+        """The judge of the CLI's ``--judge CMD`` (split like a shell line, run without
+        one) / ``--judge-entry module:function``, or None when neither is given.
+
+        Raises:
+            ValueError: as the constructor, or a command that does not split.
+        """
+        if command is None and entry is None:
+            return None
+        return cls(tuple(shlex.split(command)) if command is not None else None, entry,
+                   timeout_s)
 
     def argv(self) -> list[str]:
         """The child process's argv."""

@@ -25,6 +25,8 @@ from proctor.task import Task
 from proctor.version import __version__
 
 SUITES = ("public", "hidden")
+#: Why a test that fails on the base repo and with the reference patch is quarantined.
+STILL_FAILING = "fails with the reference patch too"
 #: Bumped whenever classification or the stored shape changes: part of the cache key.
 #: "4": a suite goes on after a hung or fatal test in new sessions, a module that fails to
 #: collect fails alone, and a failed subtest fails its test. "5": the reach maps. "6": the
@@ -82,6 +84,7 @@ class Baseline(BaseModel):
         return {s: b.fail_to_pass + b.pass_to_pass for s, b in self.suites.items()}
 
 
+
 def _status(outcomes: list[str]) -> str:
     passed = [o == "passed" for o in outcomes]
     return "pass" if all(passed) else "fail" if not any(passed) else "flaky"
@@ -114,7 +117,7 @@ def classify(base_runs: list[dict[str, str]], reference_runs: list[dict[str, str
         elif ref == "flaky":
             quarantined[test_id] = "flaky with the reference patch"
         elif ref == "fail":
-            quarantined[test_id] = "fails with the reference patch too"
+            quarantined[test_id] = STILL_FAILING
         elif base == "fail":
             f2p.append(test_id)
         else:
@@ -132,6 +135,12 @@ def validate(suites: dict[str, SuiteBaseline], has_reference: bool) -> None:
     if not any(sb.fail_to_pass for sb in suites.values()):
         why = ("the reference patch makes no failing test pass" if has_reference
                else "no test fails on the base repo")
+        still = [f"{name}: {test}" for name, sb in suites.items()
+                 for test, because in sb.quarantined.items() if because == STILL_FAILING]
+        if still:
+            why += (f"; {len(still)} {'tests fail' if len(still) > 1 else 'test fails'} "
+                    f"{STILL_FAILING.removeprefix('fails ')}: {', '.join(still[:3])}"
+                    + (" ..." if len(still) > 3 else ""))
         raise TaskConfigError(f"task has no FAIL_TO_PASS test: {why}")
 
 

@@ -43,10 +43,13 @@ NO_MESSAGE = "no message or transcript given"
 @dataclass(frozen=True)
 class AgentMessage:
     """What the agent said: its final ``message`` (text, or bytes as received) and its
-    ``transcript`` (a parsed JSON value, or its JSON text or bytes)."""
+    ``transcript`` (a parsed JSON value, or its JSON text or bytes); ``change``: the diff
+    the message describes when it is more than the patch scored (``proctor gate`` scores a
+    change without its tests, which became the hidden suite; None: the patch)."""
 
     message: str | bytes | None = None
     transcript: Any = None
+    change: str | None = None
 
 
 @dataclass
@@ -138,7 +141,7 @@ def check_agent_message(said: AgentMessage, suites: dict[str, SuiteTests],
         return MessageOutcome(evidence=Evidence(
             command="message_checks", duration_s=round(time.perf_counter() - started, 6),
             details=details))
-    report = check_message(text, facts(suites, patch_text, commands))
+    report = check_message(text, facts(suites, said.change or patch_text, commands))
     kinds = {f.rule.split(".", 1)[0] for f in report.findings}
     out = MessageOutcome(
         indicators={f"{MESSAGE_PENALTY_PREFIX}{k}": float(k in kinds)

@@ -139,7 +139,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
           image: str | None = None, limits: Limits | None = None,
           sandbox: str | None = None, overlap: bool = True,
           message: str | bytes | None = None, transcript: Any = None,
-          judge: Judge | None = None) -> RewardRecord:
+          judge: Judge | None = None, message_change: str | None = None) -> RewardRecord:
     """Score one patch against one task; never raises for the patch's or the harness's faults.
 
     Args:
@@ -163,6 +163,8 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
             commands it ran and their results.
         judge: an optional judge that may only veto (:mod:`proctor.harness.judge`): called
             once the record is scored with a gate that is not FAIL.
+        message_change: the diff the message describes, when it is more than ``patch``
+            (``proctor gate``: the change with the tests that became the hidden suite).
 
     Returns:
         A :class:`RewardRecord`: ``status="scored"`` with ``reward`` (about -1.0 .. 1.0, no
@@ -186,7 +188,7 @@ def score(task: Task | str | Path, patch: bytes | str, *, rollout_id: str | None
     task_id = task.id if isinstance(task, Task) else Path(task).name
     rollout_id = rollout_id or uuid.uuid4().hex
     trace = Trace(env=EnvInfo(proctor_version=__version__, patch_sha256=screened.sha256))
-    said = AgentMessage(message, transcript) \
+    said = AgentMessage(message, transcript, message_change) \
         if message is not None or transcript is not None else None
     trace.message_given = said is not None
     try:
