@@ -17,6 +17,7 @@ from rich.table import Table
 
 from proctor.cli_batch import batch_command
 from proctor.cli_datasets import export_app, gate_command, import_app, mine_command
+from proctor.cli_report import report_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
 from proctor.record import RewardRecord
@@ -226,6 +227,7 @@ def cleanup(
 app.command("batch")(batch_command)
 app.command("gate")(gate_command)
 app.command("serve")(serve_command)
+app.command("report")(report_command)
 
 
 @app.command()

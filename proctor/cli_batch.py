@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -39,6 +40,7 @@ from proctor.harness.batch import (
     summarize,
 )
 from proctor.record import RewardRecord
+from proctor.report import ReportDependencyError
 
 EXIT_CONFIG, EXIT_INFRA = 2, 3
 INFRA_KINDS = {"blocked", "infra", "engine_unavailable", "image_missing", "internal_error"}
@@ -85,6 +87,9 @@ def batch_command(
         None, "--judge-entry", help="The judge as a Python entry point module:function."),
     judge_timeout: float = typer.Option(60.0, "--judge-timeout", help="Seconds the judge "
                                         "may take; past them it changes nothing."),
+    report: Path | None = typer.Option(None, "--report", help="Also write the HTML report "
+                                       "of the output's records (as proctor report) when "
+                                       "the batch ends."),
 ) -> None:
     """Score a JSONL file of rollouts in parallel; records are flushed as each finishes."""
     out, err = Console(), Console(stderr=True)
@@ -101,7 +106,11 @@ def batch_command(
                                retry=RetryPolicy(retries=retries),
                                judge=judge_option(judge, judge_entry, judge_timeout))
         check_options(options)
-    except (BatchConfigError, TaskConfigError) as exc:
+        if report is not None:
+            from proctor.report import check_dependencies
+
+            check_dependencies()
+    except (BatchConfigError, TaskConfigError, ReportDependencyError) as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_CONFIG) from None
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -133,8 +142,24 @@ def batch_command(
         raise typer.Exit(EXIT_CONFIG) from None
     summary = summarize(records)
     _render_summary(out, summary, time.monotonic() - started, output)
+    if report is not None:
+        _write_report(err, output, report, items)
     if any(r.status == "error" and r.error and r.error.kind in INFRA_KINDS for r in records):
         raise typer.Exit(EXIT_INFRA)
+
+
+def _write_report(err: Console, output: Path, report: Path, items: list) -> None:
+    """The HTML report of every record in ``output``, with the rollouts' patches. A report
+    that cannot be written is said on stderr; the batch's records are already safe."""
+    from proctor.report import EmptyRecordsError, build_report, patches_of
+
+    try:
+        done = build_report(output, report, patches=patches_of(items))
+    except (EmptyRecordsError, ReportDependencyError, OSError) as exc:
+        err.print(f"[red]report not written[/red]: {escape(str(exc))}", soft_wrap=True)
+        return
+    for line in done.messages():
+        err.print(escape(line), soft_wrap=True)
 
 
 def _counts(records: list[RewardRecord]) -> tuple[int, int, int]:

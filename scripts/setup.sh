@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 bash scripts/provision-docker.sh
 
 # debootstrap: the offline sandbox base image; bubblewrap: the local sandbox backend; git: the
-# per-task single-commit repository archive is built on the host.
-for pkg in debootstrap:debootstrap bubblewrap:bwrap git:git; do
+# per-task single-commit repository archive is built on the host; chromium and its driver:
+# the tests open the HTML report in a real browser.
+for pkg in debootstrap:debootstrap bubblewrap:bwrap git:git chromium:chromium \
+           chromium-driver:chromedriver; do
   name=${pkg%%:*} cmd=${pkg##*:}
   if ! command -v "$cmd" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "[setup] installing $name" >&2
@@ -19,12 +21,12 @@ done
 
 # Installed, and from this checkout (asked from outside the repo: its own directory would
 # be importable from here whatever is installed).
-installed=$(cd / && python3 -c "import os, proctor, pytest, typer, ray, starlette, uvicorn, prometheus_client
+installed=$(cd / && python3 -c "import os, proctor, pytest, typer, ray, starlette, uvicorn, prometheus_client, plotly, selenium
 print(os.path.dirname(os.path.dirname(os.path.realpath(proctor.__file__))))" 2>/dev/null || true)
 if [ "$installed" != "$(pwd -P)" ] || [ ! -f .proctor-installed ] \
    || [ pyproject.toml -nt .proctor-installed ]; then
-  echo "[setup] pip install -e .[dev,ray,serve]" >&2
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray,serve]' 2>&1 \
+  echo "[setup] pip install -e .[dev,ray,serve,report]" >&2
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev,ray,serve,report]' 2>&1 \
     | grep -v '^WARNING: Location' || true
   python3 -c "import proctor"
   command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.report_browser import check_in_browser
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {"reference": 0.998, "comment_mentions_hidden": 0.998, "partial": 0.6573333,
             "empty": 0.0, "violation_hidden_tests": -1.0}
@@ -38,7 +40,8 @@ def test_batch_cli_two_workers_toolz(tmp_path, toolz_task, toolz_build):
     (tmp_path / "in.jsonl").write_text(text)
     out = tmp_path / "out.jsonl"
 
-    res = run_batch(str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "2")
+    res = run_batch(str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "2",
+                    "--report", str(tmp_path / "report.html"))
     assert res.returncode == 0, res.stderr[-3000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     by_id = {r["rollout_id"]: r for r in records}
@@ -55,6 +58,13 @@ def test_batch_cli_two_workers_toolz(tmp_path, toolz_task, toolz_build):
     assert bad["status"] == "error" and bad["error"]["kind"] == "bad_input"
     assert bad["error"]["message"].startswith("line 4: not valid JSON")
     assert "toolz-itertoolz-getter" in res.stdout and "violation rate" in res.stdout
+    # --report: the real records in a real browser, the patch scored shown in its drill-down.
+    assert f"report: 7 records -> {tmp_path / 'report.html'}" in res.stderr
+    shown = check_in_browser(tmp_path / "report.html", tmp_path, "partial", [
+        "Rollout partial", "score 65.7 in 65 .. 80", "visible_only",
+        "+        return operator.itemgetter(index)",
+        "toolz/tests/test_itertoolz.py::test_getter"])
+    assert shown["violation_rows"] == ["violation_hidden_tests"]
 
     # --resume: everything final is kept, nothing is scored again except the bad line.
     res = run_batch(str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "2", "--resume")

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SURFACES = ["proctor.patch", "proctor.sandbox", "proctor.suites", "proctor.rewards",
             "proctor.harness.integrity", "proctor.harness.tamper", "proctor.harness.pipeline",
-            "proctor.harness.batch", "proctor.rl"]
+            "proctor.harness.batch", "proctor.rl", "proctor.report"]
 SOURCES = ["proctor", "tests", "bench", "examples", "scripts"]
 
 

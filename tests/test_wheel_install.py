@@ -95,7 +95,8 @@ def test_wheel_ships_every_package_file(wheel):
     # image tag hashes it, so a wheel install and the checkout build the same image.
     assert (REPO_ROOT / "Dockerfile.sandbox").read_bytes() == dockerfile
     # The extras the README's Install section names, and the console script.
-    assert set(metadata.get_all("Provides-Extra")) >= {"ray", "serve", "trl", "verl", "openrlhf"}
+    assert set(metadata.get_all("Provides-Extra")) >= {"ray", "serve", "report", "trl", "verl",
+                                                       "openrlhf"}
     with zipfile.ZipFile(wheel) as zf:
         (entry_points,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
         assert "proctor = proctor.cli:app" in zf.read(entry_points).decode()
