@@ -20,7 +20,8 @@ def serve_command(
                                          "(default: 4 x workers)."),
     max_body_mb: float = typer.Option(64.0, help="Request body limit in MiB (413 beyond)."),
 ) -> None:
-    """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward, /healthz and /metrics."""
+    """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward, /healthz, /metrics and a
+    live page at / (in flight, queued, rollouts per minute, recent rewards and errors)."""
     err = Console(stderr=True)
     try:
         from proctor.http_server import make_server
@@ -45,7 +46,8 @@ def serve_command(
         raise typer.Exit(2) from None
     svc = server.service
     err.print(f"proctor serve on http://{host}:{server.server_address[1]} "
-              f"({svc.workers} sandbox slots, queue {svc.max_queue})", soft_wrap=True)
+              f"({svc.workers} sandbox slots, queue {svc.max_queue}; live page at /)",
+              soft_wrap=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -12,6 +12,9 @@ the server process open now / at most at once), ``proctor_rollouts_per_minute`` 
 returned in the last minute, or since start when younger), and
 ``proctor_request_latency_seconds{quantile="0.5"|"0.95"}`` (p50 / p95 of the last
 :data:`RECENT` scoring requests).
+
+``GET /v1/live`` (:meth:`ServeMetrics.live`) is the same state as JSON with the last
+records returned, for the live page at ``/``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from prometheus_client.core import GaugeMetricFamily
 from proctor.record import RewardRecord
 
 RECENT = 1000
+#: Records kept for the live page (``GET /v1/live``), newest first.
+RECENT_RECORDS = 100
 BUCKETS = (0.5, 1, 2, 4, 6, 8, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -44,6 +49,9 @@ class ServeMetrics:
         self._lock = threading.Lock()
         self._done: deque[float] = deque()  # times records were returned, last minute
         self._latency: deque[float] = deque(maxlen=RECENT)
+        self._recent: deque[dict] = deque(maxlen=RECENT_RECORDS)
+        self._totals: dict[str, int] = {"scored": 0, "error": 0}
+        self._error_kinds: dict[str, int] = {}
         r = self.registry
         self.requests = Counter("proctor_http_requests", "HTTP requests answered",
                                 ["route", "code"], registry=r)
@@ -72,8 +80,15 @@ class ServeMetrics:
             if rec.status == "error" and rec.error is not None:
                 self.errors.labels(rec.error.kind).inc()
             self.rollout_s.observe(float(rec.timing.get("total_s", 0.0)))
+        wall = time.time()
         with self._lock:
             self._done.extend([now] * len(recs))
+            for rec in recs:
+                self._totals[rec.status] = self._totals.get(rec.status, 0) + 1
+                if rec.status == "error" and rec.error is not None:
+                    kind = rec.error.kind
+                    self._error_kinds[kind] = self._error_kinds.get(kind, 0) + 1
+                self._recent.appendleft(_recent_row(rec, wall))
 
     def request(self, route: str, seconds: float) -> None:
         """Record one scoring request's wall time (``seconds``, queueing included) under its
@@ -109,10 +124,33 @@ class ServeMetrics:
         first."""
         return self.quantiles()["0.5"]
 
+    def live(self) -> dict:
+        """What the live page shows, read now: the gauges (``in_flight``, ``queued``,
+        ``slots``, ``live``, ``peak``), ``per_minute``, ``latency_s`` (p50 / p95 of recent
+        requests, seconds), ``totals`` (records returned by status), ``error_kinds``,
+        ``uptime_s`` and ``recent``: the last :data:`RECENT_RECORDS` records returned,
+        newest first, each ``{rollout_id, task_id, status, reward, gate, reason, error,
+        seconds, at}`` (``at``: Unix time it was returned)."""
+        gauges = self._gauges()
+        with self._lock:
+            totals, kinds = dict(self._totals), dict(self._error_kinds)
+            recent = list(self._recent)
+        return {**gauges, "per_minute": self.per_minute(), "latency_s": self.quantiles(),
+                "totals": totals, "error_kinds": kinds,
+                "uptime_s": self._clock() - self._start, "recent": recent}
+
     def text(self) -> bytes:
         """Every metric in the Prometheus text format (:data:`CONTENT_TYPE`), gauges read
         now."""
         return generate_latest(self.registry)
+
+
+def _recent_row(rec: RewardRecord, at: float) -> dict:
+    error = f"{rec.error.kind}: {rec.error.message[:300]}" if rec.error else None
+    return {"rollout_id": rec.rollout_id, "task_id": rec.task_id, "status": rec.status,
+            "reward": rec.reward, "gate": rec.verdict.gate if rec.verdict else None,
+            "reason": rec.reason, "error": error, "seconds": rec.timing.get("total_s"),
+            "at": at}
 
 
 class _Live:

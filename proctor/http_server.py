@@ -4,6 +4,11 @@
 Binds 127.0.0.1 by default; there is no authentication, so a non-loopback ``--host`` is
 for trusted networks only. Endpoints (JSON in, JSON out):
 
+``GET /``
+    The live page: rollouts in flight and queued, rollouts per minute, recent rewards and
+    errors, redrawn every 2 s from ``GET /v1/live`` without reloading.
+``GET /v1/live``
+    That state as JSON (:meth:`proctor.http_metrics.ServeMetrics.live`).
 ``GET /healthz``
     ``{"status": "ok", "version": ...}``
 ``GET /metrics``
@@ -52,13 +57,14 @@ import uvicorn
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from proctor.harness.batch import BatchOptions
 from proctor.harness.pipeline import cancel, slots
 from proctor.http_metrics import CONTENT_TYPE, ServeMetrics
 from proctor.record import RewardRecord
+from proctor.report import live_page
 from proctor.sandbox import cleanup, ownership
 from proctor.version import __version__
 
@@ -380,12 +386,22 @@ async def _route_get_reward(svc: Service, request: Request, body: dict) -> dict:
 
 ROUTES = {"/v1/score": _route_score, "/v1/score_batch": _route_score_batch,
           "/get_reward": _route_get_reward}
-GET_ROUTES = ("/healthz", "/metrics")
+GET_ROUTES = ("/", "/healthz", "/metrics", "/v1/live")
 
 
 def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": {"status": status, "message": message}}, status_code=status,
                         headers=headers)
+
+
+def _get(svc: Service, path: str) -> Response:
+    if path == "/healthz":
+        return JSONResponse({"status": "ok", "version": __version__})
+    if path == "/v1/live":
+        return JSONResponse(svc.metrics.live(), headers={"Cache-Control": "no-store"})
+    if path == "/":
+        return HTMLResponse(live_page())
+    return Response(svc.metrics.text(), media_type=CONTENT_TYPE)
 
 
 def make_app(svc: Service) -> Starlette:
@@ -400,9 +416,7 @@ def make_app(svc: Service) -> Starlette:
             if path in GET_ROUTES:
                 if method not in ("GET", "HEAD"):
                     raise HttpError(405, f"{path} takes GET")
-                resp = (JSONResponse({"status": "ok", "version": __version__})
-                        if path == "/healthz"
-                        else Response(svc.metrics.text(), media_type=CONTENT_TYPE))
+                resp = _get(svc, path)
             elif path in ROUTES:
                 if method != "POST":
                     raise HttpError(405, f"{path} takes POST")

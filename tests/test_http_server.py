@@ -185,7 +185,8 @@ def test_cli_serve_starts_on_loopback_and_answers(tmp_path):
                              "--workers", "1"], cwd=root, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+) \(1 sandbox slots, queue 4\)", line)
+        m = re.search(r"http://127\.0\.0\.1:(\d+) \(1 sandbox slots, queue 4; live page at /\)",
+                      line)
         assert m, line
         conn = http.client.HTTPConnection("127.0.0.1", int(m.group(1)), timeout=30)
         conn.request("GET", "/healthz")
@@ -204,3 +205,52 @@ def test_cli_serve_rejects_a_bad_sandbox_cap(monkeypatch):
     out = subprocess.run([sys.executable, "-m", "proctor", "serve", "--port", "0"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "PROCTOR_MAX_SANDBOXES must be a whole number" in out.stderr
+
+
+def test_live_page_redraws_from_v1_live_without_reloading(server, fake_scoring):
+    """``GET /`` in headless Chromium: the counts and recent rollouts change as records are
+    returned, with no reload (a value set on the page survives) and no console error."""
+    import time
+
+    from tests.report_browser import chromium, console_errors
+
+    status, live = call(server, "GET", "/v1/live")
+    assert status == 200 and live["totals"] == {"scored": 0, "error": 0}
+    assert live["recent"] == [] and live["slots"] == 2 and live["in_flight"] == 0
+
+    def shown(driver):  # one read: the page redraws its elements every 2 s
+        return driver.execute_script("""return {
+          kpis: Object.fromEntries([...document.querySelectorAll('[data-kpi]')]
+            .map(d => [d.dataset.kpi, d.querySelector('b').textContent])),
+          rows: [...document.querySelectorAll('#recent tbody tr')]
+            .map(tr => [...tr.children].map(td => td.textContent)),
+          errors: document.getElementById('errors').textContent}""")
+
+    with chromium() as driver:
+        driver.get(f"http://127.0.0.1:{server.server_address[1]}/")
+        for _ in range(100):
+            if driver.execute_script("return document.body.dataset.ready") == "1":
+                break
+            time.sleep(0.05)
+        page = shown(driver)
+        assert page["kpis"]["scored"] == "0" and page["kpis"]["errors"] == "0"
+        driver.execute_script("window.marker = 42")
+        call(server, "POST", "/v1/score_batch", {"rollouts": [
+            {"task": "/t", "completion": "x", "rollout_id": "a"},
+            {"task": "/t", "rollout_id": "bad"},
+            {"task": "/t", "patch": "y", "rollout_id": "c"}]})
+        deadline = time.monotonic() + 10
+        while shown(driver)["kpis"]["errors"] != "1" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        page = shown(driver)
+        assert page["kpis"]["scored"] == "2" and page["kpis"]["errors"] == "1"
+        assert sorted(r[1] for r in page["rows"]) == ["a", "bad", "c"]
+        bad = next(r for r in page["rows"] if r[1] == "bad")
+        assert bad[3] == "error" and bad[6].startswith("bad_input: ")
+        assert page["errors"] == "bad_input: 1"
+        assert driver.execute_script("return window.marker") == 42  # never reloaded
+        assert console_errors(driver) == []
+    live = call(server, "GET", "/v1/live")[1]
+    assert live["totals"] == {"scored": 2, "error": 1} and live["error_kinds"] == {
+        "bad_input": 1}
+    assert [r["rollout_id"] for r in live["recent"]][0] in ("a", "bad", "c")

@@ -35,6 +35,12 @@ def _libraries() -> tuple[Any, str]:
     return env.from_string(_asset("report.html.j2")), get_plotlyjs()
 
 
+def live_page() -> str:
+    """The HTML of ``proctor serve``'s live page (``GET /``): no library, it polls
+    ``/v1/live`` every 2 s and redraws in place."""
+    return _asset("live.html")
+
+
 def check_dependencies() -> None:
     """Raise :class:`ReportDependencyError` now when the report could not be written later
     (``proctor batch --report`` checks before it scores anything)."""
