@@ -110,6 +110,9 @@ def batch_command(
             from proctor.report import check_dependencies
 
             check_dependencies()
+            if report.resolve() in (output.resolve(), rollouts.resolve()):
+                raise BatchConfigError(f"--report {report} would overwrite an input or "
+                                       "the output")
     except (BatchConfigError, TaskConfigError, ReportDependencyError) as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(EXIT_CONFIG) from None
@@ -151,11 +154,11 @@ def batch_command(
 def _write_report(err: Console, output: Path, report: Path, items: list) -> None:
     """The HTML report of every record in ``output``, with the rollouts' patches. A report
     that cannot be written is said on stderr; the batch's records are already safe."""
-    from proctor.report import EmptyRecordsError, build_report, patches_of
+    from proctor.report import ReportInputError, build_report, patches_of
 
     try:
         done = build_report(output, report, patches=patches_of(items))
-    except (EmptyRecordsError, ReportDependencyError, OSError) as exc:
+    except (ReportInputError, ReportDependencyError, OSError) as exc:
         err.print(f"[red]report not written[/red]: {escape(str(exc))}", soft_wrap=True)
         return
     for line in done.messages():

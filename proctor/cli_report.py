@@ -31,15 +31,15 @@ def report_command(
     """Write an HTML report of a batch's rewards: plots, GRPO groups, slowest rollouts, a
     table of rollouts with drill-downs; it opens offline."""
     err = Console(stderr=True)
-    from proctor.report import EmptyRecordsError, ReportDependencyError, build_report
+    from proctor.report import ReportDependencyError, ReportInputError, build_report, printable
 
     try:
         done = build_report(records, output, compare=compare, rollouts=rollouts, title=title)
-    except (EmptyRecordsError, ReportDependencyError) as exc:
-        err.print(f"[red]error[/red]: {escape(str(exc))}", soft_wrap=True)
+    except (ReportInputError, ReportDependencyError) as exc:
+        err.print(f"[red]error[/red]: {escape(printable(str(exc)))}", soft_wrap=True)
         raise typer.Exit(EXIT_INPUT) from None
     except OSError as exc:
-        err.print(f"[red]error[/red]: {escape(str(exc.filename or ''))}: "
+        err.print(f"[red]error[/red]: {escape(printable(str(exc.filename or '')))}: "
                   f"{escape(exc.strerror or str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_INPUT) from None
     for line in done.messages():

@@ -103,12 +103,15 @@ def check_in_browser(report: Path, shots: Path, rollout_id: str,
         }
         # Filters: the verdict select narrows the table.
         driver.execute_script("const s = document.getElementById('filter-verdict');"
-                              "s.value = 'violation'; s.dispatchEvent(new Event('input'));")
+                              "s.value = '=violation'; s.dispatchEvent(new Event('input'));")
         shown["violation_rows"] = [
             r.find_element(By.TAG_NAME, "td").text
             for r in driver.find_elements(By.CSS_SELECTOR, "#rollout-table tbody tr")]
         # A task row opens its histogram.
         driver.find_element(By.CSS_SELECTOR, "#task-table tbody tr").click()
+        shown["task_axis"] = driver.execute_script(
+            "const p = document.getElementById('plot-rates');"
+            "return [p.layout.xaxis.type, p.data[0].x]")
         shown["task_hist"] = driver.execute_script(
             "const p = document.getElementById('plot-task-hist');"
             "return p && p.querySelectorAll('svg.main-svg path').length")

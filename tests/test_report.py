@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -182,10 +183,32 @@ def test_bad_lines_are_skipped_with_their_reasons(tmp_path):
     assert rf.examples == {
         "not JSON (a torn line?)": [4],
         "schema 'proctor.reward/9' is not 'proctor.reward/1'": [5],
-        "a JSON list, not a record object": [6],
+        "a JSON array, not a record object": [6],
         "not a valid record (status: Input should be 'scored' or 'error')": [7],
         "holds NaN or Infinity (not JSON)": [8],
     }
+
+
+def test_overflowing_numbers_are_skipped_and_extremes_do_not_crash(tmp_path):
+    good = corpus()
+    lines = [good[0].to_json().replace('"reward":1.0', '"reward":1e999'),
+             good[1].to_json().replace('"total_s":2.0', '"total_s":-1e999')]
+    extremes = [rec(f"x{i}", 0.5).model_copy(update={"reward": r})
+                for i, r in enumerate((1e308, 1e308, -1e308))]
+    path = write_jsonl(tmp_path / "r.jsonl", extremes, tuple(x + "\n" for x in lines))
+    rf = read_records(path)
+    assert rf.examples == {"holds NaN or Infinity (not JSON)": [4, 5]}
+    done = build_report(path, tmp_path / "rep.html")
+    assert done.records == 3
+
+
+def test_compare_leaves_keys_held_twice_unpaired():
+    """Two rollouts of one run with the same key: which to pair would be a guess."""
+    this = [rec("a", 1.0), rec("b", 1.0, sample=1)]
+    other = [rec("a", 0.1, gate="FAIL"), rec("a", 0.2, gate="FAIL"), rec("b", 0.0, gate="FAIL")]
+    c = compare_data(this, other, "new", "old")
+    assert (c["paired"], c["ambiguous"]) == (1, 2)
+    assert [x["key"] for x in c["changed"]] == ["b"]
 
 
 def test_the_same_records_give_the_same_file(tmp_path):
@@ -213,6 +236,26 @@ def test_cli_bad_input_exits_2_and_says_why(tmp_path):
     assert not (tmp_path / "report.html").exists()
 
 
+def test_cli_refuses_to_overwrite_an_input_or_a_directory(tmp_path):
+    write_jsonl(tmp_path / "r.jsonl", corpus())
+    before = (tmp_path / "r.jsonl").read_bytes()
+    res = run_cli("r.jsonl", "-o", "r.jsonl", cwd=tmp_path)
+    assert res.returncode == 2 and "is an input of the report" in res.stderr
+    assert (tmp_path / "r.jsonl").read_bytes() == before
+    (tmp_path / "adir").mkdir()
+    res = run_cli("r.jsonl", "-o", "adir", cwd=tmp_path)
+    assert res.returncode == 2 and "-o adir is a directory" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "r.jsonl"]  # no temp file
+
+
+def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path):
+    name = os.fsdecode(b"r\xff.jsonl")
+    write_jsonl(tmp_path / name, corpus())
+    res = run_cli(name, "-o", "rep.html", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Proctor report: r\\udcff.jsonl" in (tmp_path / "rep.html").read_text()
+
+
 def test_cli_writes_the_rest_and_names_the_skipped_lines(tmp_path):
     write_jsonl(tmp_path / "r.jsonl", corpus(), ("{torn\n",))
     res = run_cli("r.jsonl", "-o", "out/rep.html", cwd=tmp_path)
@@ -224,7 +267,9 @@ def test_cli_writes_the_rest_and_names_the_skipped_lines(tmp_path):
 
 
 def test_report_in_a_real_browser(tmp_path):
-    records = write_jsonl(tmp_path / "r.jsonl", corpus(), ("{torn\n",))
+    odd = [rec("n1", 0.3, task="17", group=None), rec("e1", None, task="", status="error",
+                                                        group=None)]
+    records = write_jsonl(tmp_path / "r.jsonl", corpus() + odd, ("{torn\n",))
     old = [r.model_copy(update={"reward": 0.1, "verdict": Verdict(score=10, gate="FAIL")})
            if r.rollout_id == "a1" else r for r in corpus()]
     other = write_jsonl(tmp_path / "old.jsonl", old)
@@ -240,6 +285,8 @@ def test_report_in_a_real_browser(tmp_path):
     assert {"plot-reward-hist", "plot-task-box", "plot-components", "plot-rates",
             "plot-phases", "plot-slowest", "plot-group-spread", "plot-group-flat",
             "plot-compare"} <= set(shown["plots"])
-    assert shown["notices"] == ["skipped 1 line: not JSON (a torn line?) (line 9)"]
+    assert shown["notices"] == ["skipped 1 line: not JSON (a torn line?) (line 11)"]
+    # Ids that look like numbers stay categories; the empty task id is named.
+    assert shown["task_axis"] == ["category", ["(no task)", "17", "t1", "t2"]]
     assert shown["violation_rows"] == ["a5"]
     assert shown["task_hist"] > 0

@@ -27,6 +27,8 @@ SLOWEST = 20
 #: characters of an evidence output's tail, of an evidence's details as JSON, of a command,
 #: of a patch, and tests listed per verdict list.
 OUTPUT_CHARS, DETAILS_CHARS, COMMAND_CHARS, PATCH_CHARS, TESTS_LISTED = 800, 1500, 400, 60_000, 200
+#: Bounds of the other texts and lists of a drill-down (reasons, paths, blockers, notes).
+TEXT_CHARS, ITEMS_LISTED = 2000, 200
 
 #: What each flag means, shown next to it in the drill-down (record.Flags).
 FLAG_RULES = {
@@ -67,8 +69,11 @@ def verdict_of(rec: RewardRecord) -> str:
 def _mean_sd(values: Sequence[float]) -> dict[str, float | int | None]:
     if not values:
         return {"mean": None, "sd": None, "n": 0}
-    return {"mean": statistics.fmean(values), "sd": statistics.pstdev(values),
-            "n": len(values)}
+    try:
+        return {"mean": statistics.fmean(values), "sd": statistics.pstdev(values),
+                "n": len(values)}
+    except OverflowError:  # finite values past ~1e308: no record of Proctor's
+        return {"mean": None, "sd": None, "n": len(values)}
 
 
 def _phases(rec: RewardRecord) -> dict[str, float]:
@@ -102,7 +107,7 @@ def _task_figures(task_id: str, recs: list[RewardRecord]) -> dict[str, Any]:
         "error_rate": _rate(errors, len(recs)), "violation_rate": _rate(violations, len(recs)),
         "exclude_rate": _rate(excluded, len(recs)),
         "reward": _mean_sd(rewards), "rewards": rewards, "components": components,
-        "phases": {k: statistics.fmean(v) for k, v in sorted(phase_sums.items())},
+        "phases": {k: _mean_sd(v)["mean"] for k, v in sorted(phase_sums.items())},
         "gates": {g: sum(verdict_of(r) == g for r in recs)
                   for g in ("PASS", "WARN", "FAIL", "violation", "error")},
     }
@@ -122,10 +127,12 @@ def group_figures(records: Iterable[RewardRecord]) -> dict[str, Any]:
         groups.setdefault(key, [])
         if r.status == "scored" and r.reward is not None and not r.flags.exclude_from_advantage:
             groups[key].append(r.reward)
-    rows: list[dict[str, Any]] = [{"task_id": t, "group_id": g, "size": len(v),
-             "mean": statistics.fmean(v), "spread": statistics.pstdev(v),
-             "flat": max(v) == min(v)}
-            for (t, g), v in sorted(groups.items()) if len(v) >= 2]
+    rows: list[dict[str, Any]] = []
+    for (t, g), v in sorted(groups.items()):
+        if len(v) >= 2:
+            m = _mean_sd(v)
+            rows.append({"task_id": t, "group_id": g, "size": len(v), "mean": m["mean"],
+                         "spread": m["sd"], "flat": max(v) == min(v)})
     flat = sum(1 for row in rows if row["flat"])
     return {"groups": len(groups), "measured": len(rows), "flat": flat,
             "flat_share": _rate(flat, len(rows)), "rows": rows}
@@ -172,23 +179,41 @@ def _evidence(rec: RewardRecord) -> dict[str, Any]:
             for name, ev in rec.evidence.items()}
 
 
+def _texts(items: Iterable[str]) -> list[str]:
+    items = list(items)
+    out = [_cut(x, TEXT_CHARS) for x in items[:ITEMS_LISTED]]
+    if len(items) > ITEMS_LISTED:
+        out.append(f"[... {len(items) - ITEMS_LISTED} more left out]")
+    return out
+
+
 def drill_down(rec: RewardRecord) -> dict[str, Any]:
     """What the report shows for one rollout: components with their notes and weights,
     penalties and set flags with the rule behind each, integrity, the gate with the rule
     that decided, tests with their verdicts (FAIL_TO_PASS in full, PASS_TO_PASS only those
     not passing, each list capped), evidence (outputs' tails and details cut to bounds),
     timings, the environment, the error and the metadata."""
+    verdict = rec.verdict.model_dump() if rec.verdict else None
+    if verdict:
+        verdict.update(rule=_cut(verdict["rule"], TEXT_CHARS),
+                       blockers=_texts(verdict["blockers"]))
+    error = rec.error.model_dump() if rec.error else None
+    if error:
+        error["message"] = _cut(error["message"], TEXT_CHARS)
     return {
-        "components": rec.components, "component_notes": rec.component_notes,
+        "components": rec.components,
+        "component_notes": {k: _cut(v, TEXT_CHARS) for k, v in rec.component_notes.items()},
         "weights": rec.weights, "penalties": _penalties(rec), "diff_cost": rec.diff_cost,
         "progress": rec.progress,
         "flags": [{"name": n, "rule": FLAG_RULES.get(n, "")}
                   for n, v in rec.flags.model_dump().items() if v],
-        "integrity": rec.integrity.model_dump(),
-        "verdict": rec.verdict.model_dump() if rec.verdict else None,
+        "integrity": {"violated": rec.integrity.violated,
+                      "reasons": _texts(rec.integrity.reasons),
+                      "paths": _texts(rec.integrity.paths)},
+        "verdict": verdict,
         "tests": _tests(rec), "evidence": _evidence(rec), "timing": rec.timing,
         "env": rec.env.model_dump(), "apply_strategy": rec.apply_strategy,
-        "error": rec.error.model_dump() if rec.error else None,
+        "error": error,
         "metadata": _cut(json.dumps(rec.metadata, default=str), DETAILS_CHARS)
         if rec.metadata else None,
     }
@@ -213,7 +238,10 @@ def _slowest(records: Sequence[RewardRecord]) -> list[dict[str, Any]]:
              if not r.timing.get("cache_hit") and r.timing.get("total_s")]
     timed.sort(key=lambda t: (-t[0], t[1]))
     return [{"row": i, "rollout_id": records[i].rollout_id, "task_id": records[i].task_id,
-             "total_s": secs, "phases": _phases(records[i])} for secs, i in timed[:SLOWEST]]
+             "total_s": secs, "phases": _phases(records[i]),
+             "patch_code_s": records[i].timing.get("patch_code_s", 0.0),
+             "harness_ops_s": records[i].timing.get("harness_ops_s", 0.0)}
+            for secs, i in timed[:SLOWEST]]
 
 
 def _totals(records: Sequence[RewardRecord]) -> dict[str, Any]:
@@ -228,26 +256,42 @@ def _totals(records: Sequence[RewardRecord]) -> dict[str, Any]:
                                                      "error")}}
 
 
-def _matching(a: Sequence[RewardRecord], b: Sequence[RewardRecord]) -> tuple[str, dict, dict]:
+def _unique(records: Sequence[RewardRecord], key) -> tuple[dict[str, RewardRecord], int]:
+    """Records by ``key(record)``, leaving out every key more than one record has (which of
+    them to pair would be a guess); and how many records were left out so."""
+    seen: dict[str, list[RewardRecord]] = defaultdict(list)
+    for r in records:
+        seen[key(r)].append(r)
+    return ({k: v[0] for k, v in seen.items() if len(v) == 1},
+            sum(len(v) for v in seen.values() if len(v) > 1))
+
+
+def _matching(a: Sequence[RewardRecord], b: Sequence[RewardRecord]
+              ) -> tuple[str, dict, dict, int]:
     """How two runs' rollouts are paired: by ``rollout_id`` when they share any, else by
-    ``(task_id, group_id, sample_index)`` when every record has a sample index."""
-    ids_a = {r.rollout_id: r for r in a}
-    ids_b = {r.rollout_id: r for r in b}
-    if ids_a.keys() & ids_b.keys():
-        return "rollout_id", ids_a, ids_b
-    if all(r.sample_index is not None for r in (*a, *b)):
-        def key(r: RewardRecord) -> str:
-            return f"{r.task_id} / {r.group_id} / #{r.sample_index}"
-        return "task_id, group_id, sample_index", {key(r): r for r in a}, \
-            {key(r): r for r in b}
-    return "none", {}, {}
+    ``(task_id, group_id, sample_index)`` when every record has a sample index. A key held
+    by more than one record of a run pairs none of them; the count of such records is
+    returned last."""
+    def by_group(r: RewardRecord) -> str:
+        return f"{r.task_id} / {r.group_id} / #{r.sample_index}"
+
+    if {r.rollout_id for r in a} & {r.rollout_id for r in b}:
+        how, key = "rollout_id", (lambda r: r.rollout_id)
+    elif all(r.sample_index is not None for r in (*a, *b)):
+        how, key = "task_id, group_id, sample_index", by_group
+    else:
+        return "none", {}, {}, 0
+    pa, na = _unique(a, key)
+    pb, nb = _unique(b, key)
+    return how, pa, pb, na + nb
 
 
 def compare_data(this: Sequence[RewardRecord], other: Sequence[RewardRecord],
                  this_name: str, other_name: str) -> dict[str, Any]:
     """Two runs side by side (e.g. two checkpoints on the same tasks): per task the mean
     reward of each and ``delta`` = this - other (None when either scored none), and the
-    paired rollouts whose verdict (:func:`verdict_of`) changed."""
+    paired rollouts whose verdict (:func:`verdict_of`) changed; ``ambiguous`` counts the
+    records left unpaired because their key is not unique in their run."""
     by_a: dict[str, list[RewardRecord]] = defaultdict(list)
     by_b: dict[str, list[RewardRecord]] = defaultdict(list)
     for r in this:
@@ -261,7 +305,7 @@ def compare_data(this: Sequence[RewardRecord], other: Sequence[RewardRecord],
         tasks.append({"task_id": task_id, "this": ma, "other": mb,
                       "this_n": len(by_a.get(task_id, [])), "other_n": len(by_b.get(task_id, [])),
                       "delta": None if ma is None or mb is None else ma - mb})
-    how, pa, pb = _matching(this, other)
+    how, pa, pb, ambiguous = _matching(this, other)
     changed = []
     for key in sorted(pa.keys() & pb.keys()):
         ra, rb = pa[key], pb[key]
@@ -270,7 +314,8 @@ def compare_data(this: Sequence[RewardRecord], other: Sequence[RewardRecord],
                             "other": verdict_of(rb), "this_reward": ra.reward,
                             "other_reward": rb.reward})
     return {"this_name": this_name, "other_name": other_name, "paired_by": how,
-            "paired": len(pa.keys() & pb.keys()), "this_total": _totals(this),
+            "paired": len(pa.keys() & pb.keys()), "ambiguous": ambiguous,
+            "this_total": _totals(this),
             "other_total": _totals(other), "tasks": tasks, "changed": changed}
 
 

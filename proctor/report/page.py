@@ -75,10 +75,14 @@ def write(data: dict[str, Any], out: Path) -> int:
         ReportDependencyError: plotly or jinja2 is missing.
         OSError: ``out`` cannot be written.
     """
-    text = render(data).encode("utf-8")
+    text = render(data).encode("utf-8", "backslashreplace")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(text)
-    tmp.replace(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(text)
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(out)) from None
     return len(text)

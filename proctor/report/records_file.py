@@ -4,6 +4,7 @@ why (torn lines, other schema versions, records that do not validate)."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,9 +48,30 @@ def _no_constants(name: str) -> None:
     raise ValueError(name)
 
 
+_NOT_FINITE = object()
+#: JSON's names for what ``json.loads`` returns.
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+def _finite(obj: object) -> bool:
+    """Whether every number in ``obj`` is finite (``1e999`` reads as infinity without
+    going through ``parse_constant``)."""
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return False
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return True
+
+
 def _problem(obj: object) -> str | None:
     if not isinstance(obj, dict):
-        return f"a JSON {type(obj).__name__}, not a record object"
+        return f"a JSON {_JSON_TYPES.get(type(obj), 'value')}, not a record object"
     schema = obj.get("schema")
     if schema != SCHEMA:
         return f"schema {schema!r} is not {SCHEMA!r}" if schema else "no 'schema' field"
@@ -77,7 +99,9 @@ def read_records(path: Path) -> RecordsFile:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 out.skip("not JSON (a torn line?)", number)
                 continue
-            except ValueError:
+            except ValueError:  # NaN, Infinity, -Infinity
+                obj = _NOT_FINITE
+            if obj is _NOT_FINITE or not _finite(obj):
                 out.skip("holds NaN or Infinity (not JSON)", number)
                 continue
             problem = _problem(obj)

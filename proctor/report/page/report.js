@@ -8,6 +8,29 @@ const PAGE = 100;
 const VERDICT_COLORS = { PASS: "#2e8b57", WARN: "#d39b16", FAIL: "#c0392b",
                          violation: "#7b1fa2", error: "#6c757d" };
 const CONFIG = { displaylogo: false, responsive: true };
+/* Distinct colours for up to 24 series (Plotly's Alphabet palette). */
+const COLORWAY = ["#AA0DFE", "#3283FE", "#85660D", "#782AB6", "#565656", "#1C8356", "#16FF32",
+  "#F7E1A0", "#E2E2E2", "#1CBE4F", "#C4451C", "#DEA0FD", "#FE00FA", "#325A9B", "#FEAF16",
+  "#F8A19F", "#90AD1C", "#F6222E", "#1CFFCE", "#2ED9FF", "#B10DA1", "#C075A6", "#FC1CBF", "#B00068"];
+const LABEL_CHARS = 40;
+/* Ids as axis labels: Plotly reads "<b>" in a label as markup, so < > & are escaped; long
+   ids are cut (their start and end kept); an empty task id is named. */
+function label(s, chars = LABEL_CHARS) {
+  let t = (s === "" || s === null || s === undefined) ? "(no task)" : String(s);
+  if (t.length > chars) t = t.slice(0, chars - 12) + "..." + t.slice(-9);
+  return t.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+/* Labels for a list of ids, distinct even when two cut ids would read the same. */
+function labels(ids) {
+  const seen = new Map();
+  return ids.map(id => {
+    let t = label(id);
+    const n = (seen.get(t) || 0) + 1;
+    seen.set(t, n);
+    return n > 1 ? `${t} (${n})` : t;
+  });
+}
+const CAT = { type: "category", automargin: true };
 let queued = [];  // plots drawn once every section is laid out (their width is final)
 
 function el(tag, attrs, ...children) {
@@ -45,7 +68,11 @@ function plot(container, id, title, traces, layout, note) {
   box.append(div);
   container.append(box);
   const lay = Object.assign({ margin: { t: 24, r: 16, b: 60, l: 60 }, height: 340,
-                              legend: { orientation: "h", y: -0.22 } }, layout || {});
+                              legend: { orientation: "h", y: -0.22 }, colorway: COLORWAY }, layout || {});
+  const points = t => ["x", "y", "z"].reduce((n, k) => n + (Array.isArray(t[k]) ? t[k].length : 0), 0);
+  if (!traces.some(t => points(t) > 0))
+    lay.annotations = [{ text: "no data", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+                         font: { size: 16, color: "#5d6778" } }];
   const draw = () => Plotly.newPlot(div, traces, lay, CONFIG).then(() => { div.dataset.rendered = "1"; });
   if (queued) queued.push(draw); else draw();
   return div;
@@ -103,10 +130,11 @@ function rewardsSection(data) {
   plot(grid, "plot-reward-hist", "Reward histogram (scored rollouts, by verdict)", traces,
        { barmode: "stack", xaxis: { title: "reward" }, yaxis: { title: "rollouts" } });
   const [tasks, note] = plottedTasks(data.tasks);
-  plot(grid, "plot-task-box", "Reward per task", tasks.map(t => ({
-    type: "box", y: t.rewards, name: t.task_id, boxpoints: t.rewards.length <= 200 ? "all" : "outliers",
-    jitter: 0.4, pointpos: 0, showlegend: false })),
-    { yaxis: { title: "reward" }, xaxis: { automargin: true } }, note);
+  const names = labels(tasks.map(t => t.task_id));
+  plot(grid, "plot-task-box", "Reward per task", tasks.map((t, i) => ({
+    type: "box", y: t.rewards, x: t.rewards.map(() => names[i]), name: names[i],
+    boxpoints: t.rewards.length <= 200 ? "all" : "outliers", jitter: 0.4, pointpos: 0, showlegend: false })),
+    { yaxis: { title: "reward" }, xaxis: CAT }, note);
 }
 
 function componentsSection(data) {
@@ -121,15 +149,15 @@ function componentsSection(data) {
     return m.n ? `${m.mean.toFixed(3)} +/- ${m.sd.toFixed(3)} (n=${m.n})` : "not measured";
   }));
   plot(grid, "plot-components", "Mean of every component per task (hover: mean +/- sd)", [{
-    type: "heatmap", x: comps, y: tasks.map(t => t.task_id), z, text, hoverinfo: "x+y+text",
+    type: "heatmap", x: comps, y: labels(tasks.map(t => t.task_id)), z, text, hoverinfo: "x+y+text",
     zmin: 0, zmax: 1, colorscale: "Viridis" }],
-    { height: Math.max(340, 60 + 22 * tasks.length), yaxis: { automargin: true } }, note);
-  const ids = tasks.map(t => t.task_id);
+    { height: Math.max(340, 60 + 22 * tasks.length), yaxis: CAT, xaxis: CAT }, note);
+  const ids = labels(tasks.map(t => t.task_id));
   plot(grid, "plot-rates", "Violation, error and exclude_from_advantage rates per task", [
     { type: "bar", name: "violation", x: ids, y: tasks.map(t => t.violation_rate), marker: { color: VERDICT_COLORS.violation } },
     { type: "bar", name: "error", x: ids, y: tasks.map(t => t.error_rate), marker: { color: VERDICT_COLORS.error } },
     { type: "bar", name: "exclude_from_advantage", x: ids, y: tasks.map(t => t.exclude_rate), marker: { color: "#e67e22" } },
-  ], { barmode: "group", yaxis: { title: "share of rollouts", tickformat: ".0%", range: [0, 1] }, xaxis: { automargin: true } }, note);
+  ], { barmode: "group", yaxis: { title: "share of rollouts", tickformat: ".0%", range: [0, 1] }, xaxis: CAT }, note);
 }
 
 function timeSection(data) {
@@ -138,20 +166,39 @@ function timeSection(data) {
   s.append(grid);
   const [tasks, note] = plottedTasks(data.tasks);
   const phases = data.phases;
-  plot(grid, "plot-phases", "Mean seconds per phase per task (cache hits left out)",
-    tasks.map(t => ({ type: "bar", orientation: "h", name: t.task_id, y: phases,
-                      x: phases.map(p => t.phases[p] ?? 0) })),
-    { barmode: "group", height: Math.max(340, 40 + 18 * phases.length * Math.min(tasks.length, 4)),
-      xaxis: { title: "seconds" }, yaxis: { automargin: true, autorange: "reversed" } },
-    (note ? note + " " : "") + "Phases overlap (the hidden suite and mutation run beside the public one), so they may add to more than a rollout's total.");
+  const overlap = "Phases overlap (the hidden suite and mutation run beside the public one), so they may add to more than a rollout's total.";
+  const names = labels(tasks.map(t => t.task_id));
+  if (tasks.length <= 8) {
+    plot(grid, "plot-phases", "Mean seconds per phase per task (cache hits left out)",
+      tasks.map((t, i) => ({ type: "bar", orientation: "h", name: names[i], y: phases,
+                             x: phases.map(p => t.phases[p] ?? 0) })),
+      { barmode: "group", height: Math.max(340, 40 + 18 * phases.length * Math.min(tasks.length, 4)),
+        xaxis: { title: "seconds" }, yaxis: Object.assign({ autorange: "reversed" }, CAT) },
+      (note ? note + " " : "") + overlap);
+  } else {
+    plot(grid, "plot-phases", "Mean seconds per phase per task (cache hits left out)", [{
+      type: "heatmap", x: phases, y: names, z: tasks.map(t => phases.map(p => t.phases[p] ?? null)),
+      colorscale: "Blues", hovertemplate: "%{y}<br>%{x}: %{z:.2f} s<extra></extra>" }],
+      { height: Math.max(340, 80 + 22 * tasks.length), xaxis: CAT, yaxis: CAT },
+      (note ? note + " " : "") + overlap);
+  }
+  /* Where the time went, in parts that do not overlap: the patch's code running (any step
+     that runs or reads it, in either sandbox), the harness's own operations, and the rest
+     of the total (e.g. waiting for a sandbox slot). Every phase is in the hover text. */
   const slow = data.slowest;
+  const ids = labels(slow.map(r => r.rollout_id));
+  const hover = slow.map(r => Object.entries(r.phases).sort((a, b) => b[1] - a[1])
+    .map(([p, v]) => `${p}: ${v.toFixed(2)} s`).join("<br>"));
+  const parts = [["patch's code", r => r.patch_code_s], ["harness", r => r.harness_ops_s],
+    ["other (slot wait, ...)", r => Math.max(0, r.total_s - r.patch_code_s - r.harness_ops_s)]];
   plot(grid, "plot-slowest", `Slowest ${slow.length} rollouts and where their time went`,
-    phases.map(p => ({ type: "bar", orientation: "h", name: p, y: slow.map(r => r.rollout_id),
-                       x: slow.map(r => r.phases[p] ?? 0) })).concat([{
-      type: "scatter", mode: "markers", name: "total", y: slow.map(r => r.rollout_id),
-      x: slow.map(r => r.total_s), marker: { symbol: "line-ns-open", size: 14, color: "#000" } }]),
+    parts.map(([name, get], k) => ({ type: "bar", orientation: "h", name, y: ids, x: slow.map(get),
+      text: hover, customdata: slow.map(r => label(r.rollout_id, 200)),
+      hovertemplate: "%{customdata}<br>" + name + ": %{x:.2f} s<br><br>%{text}<extra></extra>",
+      textposition: "none", marker: { color: ["#c0392b", "#4472c4", "#bbbbbb"][k] } })),
     { barmode: "stack", height: Math.max(340, 60 + 22 * slow.length), xaxis: { title: "seconds" },
-      yaxis: { automargin: true, autorange: "reversed" } });
+      yaxis: Object.assign({ autorange: "reversed" }, CAT) },
+    "Hover for every phase's seconds (phases overlap, so they are not stacked).");
 }
 
 function groupsSection(data) {
@@ -168,11 +215,13 @@ function groupsSection(data) {
     { xaxis: { title: "sd of the group's rewards" }, yaxis: { title: "groups" } });
   const per = {};
   g.rows.forEach(r => { const t = (per[r.task_id] = per[r.task_id] || [0, 0]); t[0] += r.flat ? 1 : 0; t[1] += 1; });
-  const ids = Object.keys(per).sort().slice(0, MAX_TASKS_PLOTTED);
+  const all = Object.keys(per).sort();
+  const ids = all.slice(0, MAX_TASKS_PLOTTED);
   plot(grid, "plot-group-flat", "Share of flat groups per task", [{
-    type: "bar", x: ids, y: ids.map(t => per[t][0] / per[t][1]), marker: { color: "#8e44ad" },
-    text: ids.map(t => `${per[t][0]} of ${per[t][1]}`), hoverinfo: "x+text" }],
-    { yaxis: { tickformat: ".0%", range: [0, 1] }, xaxis: { automargin: true } });
+    type: "bar", x: labels(ids), y: ids.map(t => per[t][0] / per[t][1]), marker: { color: "#8e44ad" },
+    text: ids.map(t => `${per[t][0]} of ${per[t][1]}`), hoverinfo: "x+text", textposition: "none" }],
+    { yaxis: { tickformat: ".0%", range: [0, 1] }, xaxis: CAT },
+    all.length > ids.length ? `${ids.length} of ${all.length} tasks plotted (the first by name).` : null);
 }
 
 function sortable(table, columns, rows, render) {
@@ -184,7 +233,7 @@ function sortable(table, columns, rows, render) {
       dir = key === label ? -dir : 1; key = label;
       head.querySelectorAll("th").forEach(h => h.classList.remove("sorted-asc", "sorted-desc"));
       th.classList.add(dir > 0 ? "sorted-asc" : "sorted-desc");
-      rows.sort((a, b) => compare(get(a), get(b)) * dir);
+      rows.sort((a, b) => compare(get(a), get(b), dir));
       render();
     });
     head.append(th);
@@ -192,11 +241,12 @@ function sortable(table, columns, rows, render) {
   table.append(el("thead", {}, head));
 }
 
-function compare(a, b) {
+/* Order of two cells in direction dir (1 or -1); empty cells last either way. */
+function compare(a, b, dir) {
   if (a === b) return 0;
   if (a === null || a === undefined) return 1;
   if (b === null || b === undefined) return -1;
-  return a < b ? -1 : 1;
+  return (a < b ? -1 : 1) * dir;
 }
 
 function tasksSection(data) {
@@ -242,15 +292,19 @@ function compareSection(data) {
   const c = data.compare;
   const s = section(`Compared with ${c.other_name}`, "compare");
   s.append(el("p", { text: `mean reward ${fmt(c.this_total.reward.mean, 4)} here (${c.this_name}), ` +
-    `${fmt(c.other_total.reward.mean, 4)} there (${c.other_name}); rollouts paired by ${c.paired_by}: ${c.paired}.` }));
+    `${fmt(c.other_total.reward.mean, 4)} there (${c.other_name}); rollouts paired by ${c.paired_by}: ${c.paired}` +
+    (c.ambiguous ? `; ${c.ambiguous} records not paired: their key is not unique in their run.` : ".") }));
   const grid = el("div", { class: "grid" });
   s.append(grid);
-  const tasks = c.tasks.filter(t => t.delta !== null).slice(0, MAX_TASKS_PLOTTED);
+  const both = c.tasks.filter(t => t.delta !== null);
+  const tasks = both.slice(0, MAX_TASKS_PLOTTED);
   plot(grid, "plot-compare", "Mean reward per task: this run - the other", [{
-    type: "bar", x: tasks.map(t => t.task_id), y: tasks.map(t => t.delta),
+    type: "bar", x: labels(tasks.map(t => t.task_id)), y: tasks.map(t => t.delta),
     marker: { color: tasks.map(t => t.delta >= 0 ? "#2e8b57" : "#c0392b") },
-    text: tasks.map(t => `${fmt(t.other, 4)} -> ${fmt(t.this, 4)}`), hoverinfo: "x+y+text" }],
-    { yaxis: { title: "delta of mean reward" }, xaxis: { automargin: true } });
+    text: tasks.map(t => `${fmt(t.other, 4)} -> ${fmt(t.this, 4)}`), hoverinfo: "x+y+text", textposition: "none" }],
+    { yaxis: { title: "delta of mean reward" }, xaxis: CAT },
+    both.length > tasks.length ? `${tasks.length} of ${both.length} tasks plotted (the first by name).`
+      : (both.length ? null : "No task has scored rollouts in both runs."));
   const box = el("div", {});
   grid.append(box);
   box.append(el("h3", { text: `${c.changed.length} rollouts whose verdict changed` }));
@@ -277,7 +331,7 @@ function rolloutsSection(data) {
   const text = el("input", { id: "filter-text", type: "search", placeholder: "rollout, task, group, reason..." });
   const options = (id, label, values) => {
     const sel = el("select", { id }, el("option", { value: "", text: `${label}: all` }));
-    values.forEach(v => sel.append(el("option", { value: v, text: v })));
+    values.forEach(v => sel.append(el("option", { value: "=" + v, text: v === "" ? "(no task)" : v })));
     return sel;
   };
   const distinct = i => [...new Set(data.rows.map(r => r[i]).filter(v => v !== null))].sort();
@@ -322,8 +376,8 @@ function rolloutsSection(data) {
   const refilter = () => {
     const q = text.value.trim().toLowerCase();
     shown = all.filter(({ r }) =>
-      (!verdict.value || r[C.verdict] === verdict.value) && (!task.value || r[C.task_id] === task.value) &&
-      (!flag.value || r[C.flags].includes(flag.value)) &&
+      (!verdict.value || "=" + r[C.verdict] === verdict.value) && (!task.value || "=" + r[C.task_id] === task.value) &&
+      (!flag.value || r[C.flags].some(f => "=" + f === flag.value)) &&
       (!q || [r[C.rollout_id], r[C.task_id], r[C.group_id], r[C.reason]].some(v => v && String(v).toLowerCase().includes(q))));
     page = 0;
     draw();
@@ -395,9 +449,14 @@ function drillDown(box, data, i) {
     ["reasons", d.integrity.reasons.length ? d.integrity.reasons.join("; ") : "none"],
     ["paths", d.integrity.paths.join(", ") || "-"]]));
   root.append(el("h3", { text: "Patch" }));
-  const patch = r[C.patch] && data.patches[r[C.patch]];
-  root.append(patch ? diffView(patch) : el("p", { class: "muted", text:
-    "The records do not carry patches; give the rollouts file (proctor report --rollouts) to see them." }));
+  const ref = r[C.patch];
+  if (ref !== null && ref in data.patches) {
+    root.append(data.patches[ref] ? diffView(data.patches[ref]) : el("p", { class: "muted", text: "(the empty patch)" }));
+  } else {
+    root.append(el("p", { class: "muted", text: data.patches_given
+      ? "No patch given has this record's SHA-256 (the rollouts file's patch for it is missing, not UTF-8, or not the one scored)."
+      : "The records do not carry patches; give the rollouts file (proctor report --rollouts) to see them." }));
+  }
   for (const [suite, t] of Object.entries(d.tests)) {
     root.append(el("h3", { text: `Tests: ${suite} (FAIL_TO_PASS ${t.f2p_passed}/${t.f2p_total} passed, PASS_TO_PASS ${t.p2p_failed}/${t.p2p_total} broken)` }));
     root.append(el("details", { open: "" }, el("summary", { text: "FAIL_TO_PASS" }), testTable(t.fail_to_pass)));
