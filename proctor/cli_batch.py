@@ -113,8 +113,11 @@ def batch_command(
             if report.resolve() in (output.resolve(), rollouts.resolve()):
                 raise BatchConfigError(f"--report {report} would overwrite an input or "
                                        "the output")
+            if report.is_dir():
+                raise BatchConfigError(f"--report {report} is a directory: name the HTML "
+                                       "file")
     except (BatchConfigError, TaskConfigError, ReportDependencyError) as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(f"[red]error[/red]: {exc}", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG) from None
     output.parent.mkdir(parents=True, exist_ok=True)
     skip = prepare_resume(output, items) if resume else set()

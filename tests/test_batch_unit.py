@@ -338,6 +338,14 @@ def test_cli_batch_usage_errors_exit_2(tmp_path):
     res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--sandbox", "lxc")
     assert res.returncode == 2 and "unknown sandbox backend 'lxc'" in res.stderr
     assert not (tmp_path / "o.jsonl").exists()
+    # --report that would overwrite the input, or is a directory: refused before scoring.
+    res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--report",
+              str(tmp_path / "in.jsonl"))
+    assert res.returncode == 2 and "would overwrite an input or the output" in res.stderr
+    res = run(str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--report",
+              str(tmp_path))
+    assert res.returncode == 2 and "is a directory: name the HTML file" in res.stderr
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 # --------------------------------------------------------------------------- public API
