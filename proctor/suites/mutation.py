@@ -52,7 +52,7 @@ from pathlib import PurePosixPath
 
 from proctor.patch import PatchSummary, applied_as, is_test_module, patched_texts, under
 from proctor.record import Evidence, SuiteTests
-from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, OUT_DIR, PYTHON, Sandbox
+from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, PYTHON, Sandbox
 from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
 from proctor.suites.changed_code import changed_functions, changed_lines
@@ -411,7 +411,6 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
                                                  touched_py),
                            task.config.tests.public, reach)
     m = f"/proctor/m-{secrets.token_hex(6)}"
-    out = f"{OUT_DIR}/mutation-{secrets.token_hex(8)}.jsonl"
     t0 = time.monotonic()
     runner_end = t0 + timeout + killers_wait_s
     first: Future = Future()
@@ -424,7 +423,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
     # judges every mutant while the killers are still being decided (the public suite in
     # the other sandbox); its second brings them (see ``mutation_runner.speculate``).
     with ThreadPoolExecutor(max_workers=1) as pool:
-        runner = pool.submit(_run_runner, sb, out, runner_end, first, second)
+        runner = pool.submit(_run_runner, sb, runner_end, first, second)
         try:
             result, chosen, generated = _generate(sb, task, patch, strategy, summary, lines, m,
                                                   ev, workers, cpus, timeout, texts)
@@ -466,7 +465,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
             "killers": allowed, "budget_s": max(1.0, budget),
             "pytest_args": generated["pytest_args"] + killer_targets(
                 allowed, generated["killer_files"], targets)})
-        res = _run_runner(sb, out, runner_end, again, None)
+        res = _run_runner(sb, runner_end, again, None)
         ev.details["collection_retry"] = True
     ev.details["timing"]["killers_wait_s"] = round(waited, 3)
     return _judge(res.output, res, chosen, ev, time.monotonic() - t0 - waited,
@@ -474,7 +473,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
                   unmutated)
 
 
-def _run_runner(sb: Sandbox, out: str, end: float, first: Future, second: Future | None):
+def _run_runner(sb: Sandbox, end: float, first: Future, second: Future | None):
     """One run of ``mutation_runner.py`` until ``end`` (monotonic seconds), its spec lines
     written to its stdin as the futures give them."""
 
@@ -483,7 +482,7 @@ def _run_runner(sb: Sandbox, out: str, end: float, first: Future, second: Future
         if second is not None:
             yield (json.dumps(second.result()) + "\n").encode()
 
-    return sb.run([PYTHON, *RUNNER_FLAGS, f"{HARNESS_DIR}/mutation_runner.py", "-", out],
+    return sb.run([PYTHON, *RUNNER_FLAGS, f"{HARNESS_DIR}/mutation_runner.py", "-"],
                   timeout=max(1.0, end - time.monotonic()), cwd="/", stdin=spec_input())
 
 

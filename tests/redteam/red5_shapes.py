@@ -325,8 +325,11 @@ PATCHES: dict[str, dict[str, str]] = {
         "    import subprocess\n    import sys\n"
         "    out = subprocess.run([sys.executable, '-c', 'print(1)'], capture_output=True,\n"
         "                         text=True, check=True)\n    return int(out.stdout)\n")}),
+    # 72 MB in one test, more than the sandbox's /proctor/out holds: a file there taking the
+    # mutation session's own output would fill up and fail the test in the stats pass
+    # (ENOSPC), leaving every mutant of noise() without a killer
     "noise": fixed({"noise": (
-        "    import sys\n    for _ in range(20000):\n        print('x' * 999)\n"
+        "    import sys\n    for _ in range(36000):\n        print('x' * 999)\n"
         "        sys.stderr.write('y' * 999 + '\\n')\n    return 1\n")}),
     "keyboard_interrupt": fixed({"interrupt": "    raise KeyboardInterrupt\n"}),
     "recursion_crash": fixed({"deep": (

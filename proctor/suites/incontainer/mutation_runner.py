@@ -1,7 +1,8 @@
 """Run mutants against the trusted tests in one pytest session, inside the sandbox.
 
-``python -I -B mutation_runner.py SPEC.json OUT``, as the sandbox user (SPEC ``-``: the
-first line of stdin; ``OUT.log`` gets the pytest session's own output). It loads pytest and
+``python -I -B mutation_runner.py SPEC.json``, as the sandbox user (SPEC ``-``: the
+first line of stdin; the pytest session's own output is drained by a keeper process that
+holds only its tail, see :func:`keep_output_tail`). It loads pytest and
 mutmut's trampoline, then waits for SPEC (written by proctor/suites/mutation.py once the
 mutants are in the throw-away copy; ``{"abort": why}`` ends it):
 ``root`` (rootdir, on sys.path after the harness and libraries), ``pythonpath`` (the
@@ -63,6 +64,12 @@ import pytest  # noqa: E402
 harness_dir = os.path.dirname(os.path.abspath(__file__))
 #: The control's second run (after a timeout) gets this many times its timeout.
 CONTROL_RETRY_SCALE = 4.0
+#: Bytes of the session's own output (pytest's, and the tests' prints under ``-s``) kept
+#: for the runner's last line; below PIPE_BUF, so the keeper's one write never blocks.
+OUTPUT_TAIL = 4000
+#: Seconds the runner waits at its end for the keeper to drain the output pipe (a process
+#: the tests left behind may hold it open: the keeper is then told to stop).
+KEEPER_WAIT_S = 0.5
 
 
 def resolve(function, covering):
@@ -504,6 +511,83 @@ def _hide_spec_input():
     sys.stdin = open(0, encoding="utf-8", closefd=False)
 
 
+def _close_fds_except(keep):
+    """Close every descriptor above 2 but those in ``keep``."""
+    lo = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, os.sysconf("SC_OPEN_MAX"))
+
+
+def keep_output_tail():
+    """Point fds 1 and 2 (and ``sys.stdout``/``sys.stderr``) at a pipe that a forked keeper
+    drains, holding only its last :data:`OUTPUT_TAIL` bytes. The session's own output has
+    no bound (a test may print gigabytes under ``-s``): a side file on the sandbox's sized
+    ``/proctor/out`` would fill up and fail the tests that print, in the stats pass, by how
+    much the passes before wrote, so the same patch would lose its killers by timing.
+    Returns ``(pid, fd)``, the keeper and the read end its tail arrives on, for
+    :func:`output_tail`. The keeper holds no other descriptor of the runner (the verdict
+    channel, the spec's pipe), so it never keeps the command's output open."""
+    out_r, out_w = _pipe()
+    tail_r, tail_w = _pipe()
+    pid = os.fork()
+    if pid == 0:  # the keeper: never returns
+        try:
+            tail = bytearray()
+
+            def give(*_):
+                os.write(tail_w, bytes(tail[-OUTPUT_TAIL:]))
+                os._exit(0)
+
+            signal.signal(signal.SIGTERM, give)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            _close_fds_except({out_r, tail_w})
+            while chunk := os.read(out_r, 1 << 16):
+                tail += chunk
+                if len(tail) > 4 * OUTPUT_TAIL:
+                    del tail[:-OUTPUT_TAIL]
+            give()
+        finally:
+            os._exit(0)
+    os.close(out_r)
+    os.close(tail_w)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out_w, 1)
+    os.dup2(out_w, 2)
+    os.close(out_w)
+    return pid, tail_r
+
+
+def output_tail(keeper):
+    """The session's output tail (text), once fds 1 and 2 no longer feed the keeper; the
+    keeper is reaped."""
+    pid, tail_r = keeper
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - the code under test may have closed it
+            pass
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    if not select.select([tail_r], [], [], KEEPER_WAIT_S)[0]:
+        os.kill(pid, signal.SIGTERM)  # a process left behind holds the pipe: stop there
+    data = b""
+    while select.select([tail_r], [], [], KEEPER_WAIT_S)[0]:
+        chunk = os.read(tail_r, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(tail_r)
+    MutationSession.kill(pid)
+    return data.decode("utf-8", "replace")
+
+
 def wait_for_spec(path, limit_s=600.0):
     """The spec, once the harness has written it (generation runs meanwhile); ``-``: the
     first line of stdin (a second line follows when the spec says ``killers_later``)."""
@@ -534,7 +618,7 @@ def _writer(fd, nonce):
     return write
 
 
-def main(spec_path, out_path):
+def main(spec_path):
     sys.path.insert(0, harness_dir)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MUTANT_UNDER_TEST"):
@@ -558,15 +642,11 @@ def main(spec_path, out_path):
     sys.path.extend(spec.get("pythonpath", []))  # the task's, after the repo like the repo
     os.chdir(spec["root"])
     out = _writer(os.dup(1), str(spec.get("nonce", "")))
-    log = f"{out_path}.log"
-    with open(log, "wb") as fh:  # the session's own output goes to a side file
-        os.dup2(fh.fileno(), 1)
-        os.dup2(fh.fileno(), 2)
+    keeper = keep_output_tail()
     session = MutationSession(spec, mutmut_adapter, out)
     session.spec_at = spec_at
     code = pytest.main(spec["pytest_args"], plugins=[p for p in (pytest_timeout, session) if p])
-    with open(log, "rb") as fh:  # the session's output tail, last
-        out({"output": fh.read()[-4000:].decode("utf-8", "replace")})
+    out({"output": output_tail(keeper)})  # the session's output tail, last
     return int(code)
 
 
@@ -574,7 +654,7 @@ if __name__ == "__main__":
     # os._exit: a thread or an atexit handler the tests left behind cannot keep it alive
     status = 3
     try:
-        status = main(sys.argv[1], sys.argv[2])
+        status = main(sys.argv[1])
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
