@@ -8,6 +8,8 @@ reading of the patched text differs from what ``git apply`` wrote, the sandbox g
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
 
 import pytest
 
@@ -236,6 +238,34 @@ def test_an_idle_generator_that_died_is_replaced_not_the_end_of_host_generation(
         # a server that dies under a request it had taken is replaced once, too
         fresh.proc.kill()
         assert mutant_generator.generate(sb, src)["mutants"] == first["mutants"]
+    mutant_generator.close_all()
+
+
+@pytest.mark.docker
+def test_a_warm_generator_outlives_the_threads_that_started_and_used_it(docker_ready,
+                                                                        monkeypatch):
+    # bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends the process when the *thread*
+    # that started it ends: each rollout's pool thread took its generator along, and the
+    # next rollout waited for a new one (0.7 s on its critical path)
+    monkeypatch.setattr(mutant_generator, "_pools", {})
+    src = {"pkg/m.py": ("def f(a):\n    return a + 1\n", [2])}
+    with DockerSandbox(docker_ready) as sb:
+        mutant_generator.warm(sb)  # started in a thread of its own, which then ends
+        pool = mutant_generator._pool_for(sb)
+        with pool.lock:
+            assert pool.ready.wait_for(lambda: pool.idle, mutant_generator.START_TIMEOUT_S)
+        [server] = pool.idle
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.proc.wait(timeout=1.0)
+        got = []
+        user = threading.Thread(target=lambda: got.append(mutant_generator.generate(sb, src)))
+        user.start()
+        user.join()
+        assert [m["name"] for m in got[0]["mutants"]] == ["pkg.m.x_f__mutmut_1",
+                                                          "pkg.m.x_f__mutmut_2"]
+        assert pool.idle == [server]  # the warm one answered, and stays up
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.proc.wait(timeout=1.0)
     mutant_generator.close_all()
 
 

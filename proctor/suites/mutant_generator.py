@@ -24,7 +24,9 @@ timeout, a dead process, an answer it cannot give) makes :func:`generate` return
 caller then generates in the sandbox as before, whose verdict stands. The process has an
 address-space limit (:data:`MEMORY_LIMIT_BYTES`) and each request a timeout, so a
 pathological source cannot take the host down. Thread-safe: each concurrent caller gets a
-process of its own from a small pool.
+process of its own from a small pool. The processes stay up between rollouts (the first is
+started ahead, :func:`warm`) and end when their stdin closes, which it does with this
+process however it ends.
 """
 
 from __future__ import annotations
@@ -145,8 +147,29 @@ class _Pool:
         self.argvs = argvs
         self.idle: list[_Server] = []
         self.lock = threading.Lock()
+        self.ready = threading.Condition(self.lock)  # a warming server was added, or failed
         self.broken: str | None = None  # why the last start failed, while it stands
         self.broken_at = 0.0  # time.monotonic() of that failure
+        self.warming = False  # a server is being started for ``idle`` (:meth:`warm`)
+
+    def warm(self) -> None:
+        """Start one server for ``idle`` unless one is idle or being started, or the pool
+        is broken (blocks while it starts: call it from a background thread, see
+        :func:`warm`). A request meanwhile waits for that server rather than start its own."""
+        with self.lock:
+            if self.idle or self.warming or not self.argvs or (
+                    self.broken and time.monotonic() - self.broken_at < BROKEN_RETRY_S):
+                return
+            self.warming = True
+        server = None
+        try:
+            server = self._start()
+        finally:
+            with self.lock:
+                if server is not None:
+                    self.idle.append(server)
+                self.warming = False
+                self.ready.notify_all()
 
     def generate(self, files: dict, timeout: float, max_mutants: int | None = None,
                  seed: int = 0, import_roots: list[str] = ()) -> dict | None:
@@ -174,6 +197,8 @@ class _Pool:
         with self.lock:
             if self.broken and time.monotonic() - self.broken_at < BROKEN_RETRY_S:
                 return None, False
+            if not fresh:  # a server being warmed is sooner than a new one
+                self.ready.wait_for(lambda: self.idle or not self.warming, START_TIMEOUT_S)
             while self.idle and not fresh:
                 candidate = self.idle.pop()
                 if candidate.alive:
@@ -224,7 +249,11 @@ def _argvs(python: str, path: list[str]) -> list[list[str]]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return [argv]
-    confined = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+    # no --die-with-parent: that is PR_SET_PDEATHSIG, tied to the *thread* that started the
+    # process (a scoring pool's thread, which ends with its rollout), so every idle server
+    # would die before its next request. The server ends at the end of its stdin instead,
+    # which closes with this process however it ends.
+    confined = [bwrap, "--unshare-all", "--new-session",
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
     if os.geteuid() == 0:
         confined += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
@@ -325,6 +354,22 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):
         return None
     return answer
+
+
+def warm(sb) -> None:
+    """Start a generator for ``sb``'s tools in a background thread when none is idle
+    (:meth:`_Pool.warm`), so the first rollout of a process does not wait for it; a no-op
+    when host generation is off or cannot start. Returns once the tools are found (the
+    first call for an image copies them out of it, as the first request would), never
+    raises."""
+    if os.environ.get("PROCTOR_HOST_MUTANTS", "1") == "0":
+        return
+    try:  # here, not in the thread: the first call may copy the tools out of the image
+        pool = _pool_for(sb)
+    except Exception:  # noqa: BLE001 - only a head start: a request starts its own
+        return
+    threading.Thread(target=pool.warm, name="proctor-mutant-generator-warm",
+                     daemon=True).start()
 
 
 def close_all() -> None:

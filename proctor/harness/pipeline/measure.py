@@ -46,6 +46,7 @@ from proctor.suites import (
     SuiteRun,
     cannot_change_reward,
     grade_suite,
+    mutant_generator,
     run_benchmark,
     run_file_checks,
     run_mutation,
@@ -257,6 +258,7 @@ def second_sandbox_steps(ctx: Measuring, rng, second: Future, taken: list,
                 m.performance, m.notes["performance"] = 0.0, exc.note
             return hidden
         taken.append(sb)
+        mutant_generator.warm(sb)  # its start overlaps the hidden suite (once a process)
         with sb:
             if again.strategy != ctx.strategy:
                 raise InfraError(f"the patch applied with {ctx.strategy} in the first "
