@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -20,7 +21,9 @@ from proctor.cli_datasets import export_app, gate_command, import_app, mine_comm
 from proctor.cli_report import report_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
-from proctor.record import RewardRecord
+
+if TYPE_CHECKING:  # imported where used: not every command needs pydantic's models
+    from proctor.record import RewardRecord
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Decomposed, tamper-resistant rewards for coding-agent patches.")
@@ -80,6 +83,8 @@ def _render(rec: RewardRecord) -> None:
 
 def _judge(command: str | None, entry: str | None, timeout_s: float):
     """:func:`~proctor.cli_batch.judge_option`, exiting 2 on a bad judge."""
+    if command is None and entry is None:
+        return None
     from proctor.cli_batch import judge_option
     from proctor.harness.batch import BatchConfigError
 
@@ -233,6 +238,8 @@ app.command("report")(report_command)
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the reward record."""
+    from proctor.record import RewardRecord
+
     print(json.dumps(RewardRecord.model_json_schema(by_alias=True), indent=2))
 
 

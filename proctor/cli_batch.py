@@ -11,36 +11,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
-from proctor.errors import TaskConfigError
-from proctor.harness.batch import (
-    BatchConfigError,
-    BatchOptions,
-    BatchSummary,
-    RetryPolicy,
-    check_options,
-    is_violation,
-    iter_batch,
-    prepare_resume,
-    read_rollouts,
-    summarize,
-)
-from proctor.record import RewardRecord
-from proctor.report import ReportDependencyError
+if TYPE_CHECKING:  # imported where used: every ``proctor`` command loads this module
+    from proctor.harness.batch import BatchSummary
+    from proctor.record import RewardRecord
 
 EXIT_CONFIG, EXIT_INFRA = 2, 3
 INFRA_KINDS = {"blocked", "infra", "engine_unavailable", "image_missing", "internal_error"}
@@ -52,6 +31,7 @@ def judge_option(command: str | None, entry: str | None, timeout_s: float):
     Raises:
         BatchConfigError: a bad judge (the CLI exits 2).
     """
+    from proctor.harness.batch import BatchConfigError
     from proctor.harness.judge import Judge
 
     try:
@@ -92,6 +72,29 @@ def batch_command(
                                        "the batch ends."),
 ) -> None:
     """Score a JSONL file of rollouts in parallel; records are flushed as each finishes."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from proctor.errors import TaskConfigError
+    from proctor.harness.batch import (
+        BatchConfigError,
+        BatchOptions,
+        RetryPolicy,
+        check_options,
+        iter_batch,
+        prepare_resume,
+        read_rollouts,
+        summarize,
+    )
+    from proctor.report import ReportDependencyError
+
     out, err = Console(), Console(stderr=True)
     try:
         items = read_rollouts(rollouts, tasks)
@@ -157,7 +160,7 @@ def batch_command(
 def _write_report(err: Console, output: Path, report: Path, items: list) -> None:
     """The HTML report of every record in ``output``, with the rollouts' patches. A report
     that cannot be written is said on stderr; the batch's records are already safe."""
-    from proctor.report import ReportInputError, build_report, patches_of
+    from proctor.report import ReportDependencyError, ReportInputError, build_report, patches_of
 
     try:
         done = build_report(output, report, patches=patches_of(items))
@@ -169,11 +172,15 @@ def _write_report(err: Console, output: Path, report: Path, items: list) -> None
 
 
 def _counts(records: list[RewardRecord]) -> tuple[int, int, int]:
+    from proctor.harness.batch import is_violation
+
     scored = sum(r.status == "scored" for r in records)
     return scored, len(records) - scored, sum(is_violation(r) for r in records)
 
 
 def _render_summary(out: Console, s: BatchSummary, wall_s: float, output: Path) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{s.total} rollouts in {wall_s:.1f} s "
                         f"({s.total / max(wall_s, 1e-9) * 60:.1f}/min) -> {output}")
     for col, just in (("task", "left"), ("rollouts", "right"), ("scored", "right"),
