@@ -84,9 +84,10 @@ def rollouts(mk, task_dir: Path, n: int, offset: int) -> list[dict]:
     return out
 
 
-def run(batch: list[dict], workers: int, overlap: bool | None = None) -> dict:
+def run(batch: list[dict], workers: int, overlap: bool | None = None,
+        warm: int | None = None) -> dict:
     start = time.monotonic()
-    records = score_batch(batch, workers=workers, overlap=overlap)
+    records = score_batch(batch, workers=workers, overlap=overlap, warm=warm)
     wall = time.monotonic() - start
     measured = [r.timing["total_s"] for r in records
                 if r.status == "scored" and r.reason is None and not r.timing.get("cache_hit")]
@@ -119,6 +120,9 @@ def main() -> int:
     ap.add_argument("--overlap", choices=["auto", "on", "off"], default="off",
                     help="each rollout's two sandboxes side by side, in both measured runs "
                          "(auto: while workers < cores, score_batch's default)")
+    ap.add_argument("--warm", type=int, default=None,
+                    help="warm sandboxes kept waiting (default: score_batch's, two per worker; "
+                         "0: none)")
     ap.add_argument("--auto-n", type=int, default=60,
                     help="rollouts of the reference run: 1 worker, overlap auto (0: skip)")
     args = ap.parse_args()
@@ -140,7 +144,7 @@ def main() -> int:
     if args.auto_n:
         runs.append((1, args.auto_n, 2 * args.n, None, "auto"))
     for workers, n, offset, mode, mode_name in runs:
-        res = run(rollouts(mk, task_dir, n, offset), workers, mode)
+        res = run(rollouts(mk, task_dir, n, offset), workers, mode, args.warm)
         results.append(res)
         print(f"workers {workers} (overlap {mode_name}): {res['n']} rollouts in "
               f"{res['wall']:.1f} s = "

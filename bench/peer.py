@@ -19,7 +19,9 @@ Timed side by side in one run, each the median of ``--repeats`` (after one warm-
 - **peer**: the wall time of the peer's ``docker run``, tar included;
 - **proctor CLI**: ``python -m proctor score TASK reference.patch --json`` (baseline cached),
   process start included;
-- **proctor in-process**: ``proctor.score(task, patch)`` in this process.
+- **proctor in-process**: ``proctor.score(task, patch)`` in this process;
+- **proctor warm**: the same on warm sandboxes (:mod:`proctor.sandbox.warm_pool`), made
+  ahead as a batch or ``proctor serve`` keeps them.
 
 Prints the seconds and the ratios the issue's goal is read from: Proctor over the peer
 (goal <= 1.0) and over bare.
@@ -41,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from proctor import load_task, score
+from proctor.sandbox import warm_counts, warm_sandboxes, warm_waiting
 
 VENV_PATH = "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin"
 WORK = "/tmp/peer"
@@ -130,6 +133,18 @@ def in_process_s(task, patch: bytes) -> float:
     return secs
 
 
+def warm_s(task, patch: bytes) -> float:
+    """Wall seconds of ``proctor.score`` in this process on warm sandboxes (made ahead, as
+    a batch or ``proctor serve`` keeps them): the pool is given time to hold two first."""
+    with warm_sandboxes(2):
+        end = time.monotonic() + 120
+        while warm_waiting() < 2 and time.monotonic() < end:
+            if warm_counts()["missed"] == 0:
+                score(task, patch)  # the first take makes the pool, and fills it
+            time.sleep(0.02)
+        return in_process_s(task, patch)
+
+
 def measure(task_dir: Path, repeats: int) -> dict[str, float]:
     """Median seconds of each way for ``task_dir``'s reference patch (one warm-up each)."""
     task = load_task(task_dir)
@@ -144,6 +159,7 @@ def measure(task_dir: Path, repeats: int) -> dict[str, float]:
         "peer": lambda: peer_s(task, image, stdin),
         "proctor CLI": lambda: cli_s(task_dir, task.reference_patch),
         "proctor in-process": lambda: in_process_s(task, patch),
+        "proctor warm": lambda: warm_s(task, patch),
     }
     times: dict[str, list[float]] = {k: [] for k in ways}
     for fn in ways.values():
@@ -175,8 +191,9 @@ def main() -> int:
                     help="also every task of bench/realrepo_tasks.py")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    print(f"{'task':18s} {'bare':>7s} {'peer':>7s} {'CLI':>7s} {'in-proc':>7s}   "
-          f"{'CLI/peer':>8s} {'in/peer':>8s} {'peer/bare':>9s} {'CLI/bare':>8s}")
+    print(f"{'task':18s} {'bare':>7s} {'peer':>7s} {'CLI':>7s} {'in-proc':>7s} {'warm':>7s}   "
+          f"{'CLI/peer':>8s} {'in/peer':>8s} {'warm/peer':>9s} {'peer/bare':>9s} "
+          f"{'CLI/bare':>8s}")
     for name, task_dir in _tasks(args):
         try:
             m = measure(task_dir, args.repeats)
@@ -184,8 +201,9 @@ def main() -> int:
             print(f"{name:18s} {type(exc).__name__}: {exc}", flush=True)
             continue
         b, p, c, i = m["bare"], m["peer"], m["proctor CLI"], m["proctor in-process"]
-        print(f"{name:18s} {b:6.2f}s {p:6.2f}s {c:6.2f}s {i:6.2f}s   {c / p:7.2f}x {i / p:7.2f}x "
-              f"{p / b:8.2f}x {c / b:7.2f}x", flush=True)
+        w = m["proctor warm"]
+        print(f"{name:18s} {b:6.2f}s {p:6.2f}s {c:6.2f}s {i:6.2f}s {w:6.2f}s   {c / p:7.2f}x "
+              f"{i / p:7.2f}x {w / p:8.2f}x {p / b:8.2f}x {c / b:7.2f}x", flush=True)
     print("goal (issue 26): Proctor's per-patch time at most the peer's (CLI/peer <= 1.0)")
     return 0
 

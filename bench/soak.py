@@ -1,7 +1,7 @@
 """Soak: many patches, two workers, honest candidates mixed with abuse cases.
 
     python bench/soak.py [--n 300] [--workers 2] [--sandbox docker|local] [--abuse-share 0.25]
-                         [--seed 0] [--json OUT]
+                         [--seed 0] [--warm N] [--json OUT]
 
 On the toolz example (built into a temp dir) with the small-limits task of
 ``bench/abuse_cases.py``: first scores every honest candidate once, alone (this also computes
@@ -9,10 +9,12 @@ the cached baseline); then scores ``--n`` patches drawn from the candidates and 
 cases with a ``concurrent.futures`` pool of ``--workers`` threads over ``proctor.score``.
 
 Reports: wall time (s), rollouts per minute, peak live sandboxes of this process (Docker
-containers or local sandbox dirs, sampled every 0.2 s), leftover sandboxes and ``proctor-*``
-temp dirs after the run (both must be 0), records with ``status="error"``, and whether every
-honest patch got the same reward in the soak as alone. Exit code 0 only when the leftovers
-are 0, no record is an error and every honest reward matched.
+containers or local sandbox dirs, sampled every 0.2 s; ``--warm`` sandboxes made ahead, two
+per worker by default as in a batch, count too), how many sandboxes were found waiting,
+leftover sandboxes and ``proctor-*`` temp dirs after the run (both must be 0), records
+with ``status="error"``, and whether every honest patch got the same reward in the soak as
+alone. Exit code 0 only when the leftovers are 0, no record is an error and every honest
+reward matched.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from proctor import score
 from proctor.sandbox import (
     choose_backend,
     cleanup,
+    warm_counts,
+    warm_sandboxes,
 )
 from proctor.sandbox.bwrap_backend import DIR_PREFIX, sandbox_base
 
@@ -85,7 +89,7 @@ class Sampler(threading.Thread):
             self.stop.wait(self.period)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=300, help="patches to score in the soak")
     ap.add_argument("--workers", type=int, default=2)
@@ -93,8 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--abuse-share", type=float, default=0.25,
                     help="share of abuse cases among the n patches (0..1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warm", type=int, default=None,
+                    help="warm sandboxes kept waiting during the soak (default: two per "
+                         "worker, as a batch keeps them; 0: none)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
 
     # A private temp dir (and local sandbox dir) for this run: the leftover count is then
     # exactly ours, whatever other processes on the machine create in /tmp meanwhile.
@@ -140,9 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     sampler = Sampler(backend, client)
     sampler.start()
     start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+    warm = 2 * args.workers if args.warm is None else args.warm
+    with warm_sandboxes(warm), ThreadPoolExecutor(max_workers=args.workers) as pool:
         results = list(pool.map(lambda a: one(*a), [(i, k, n) for i, (k, n) in
                                                      enumerate(plan)]))
+        counts = warm_counts()
     wall = time.monotonic() - start
     sampler.stop.set()
     sampler.join()
@@ -165,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(wall, 1),
         "rollouts_per_min": round(args.n / wall * 60, 1),
         "peak_live_sandboxes": sampler.peak,
+        "warm": warm, "warm_taken": counts["taken"], "warm_missed": counts["missed"],
+        "warm_failed": counts["failed"],
         "leftover_sandboxes": len(left),
         "leftover_temp_dirs": len(left_tmp),
         "error_records": len(errors),

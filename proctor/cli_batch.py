@@ -57,6 +57,10 @@ def batch_command(
     image: str | None = typer.Option(None, help="Sandbox image tag (default: the built one)."),
     cache: bool = typer.Option(True, help="Reuse results of identical patches."),
     retries: int = typer.Option(3, min=0, help="Extra attempts for infrastructure errors."),
+    warm: int | None = typer.Option(None, "--warm", min=0, help="Sandboxes made ahead and "
+                                    "kept waiting during the batch (default: two per "
+                                    "worker while workers < cores, fewer for a small "
+                                    "batch; 0: none)."),
     tasks: Path | None = typer.Option(None, "--tasks", help="Imported tasks' directory, for "
                                       "SWE-bench predictions (instance_id, model_patch, "
                                       "model_name_or_path) in the input."),
@@ -106,7 +110,7 @@ def batch_command(
 
         options = BatchOptions(workers=workers, executor=executor,
                                sandbox=choose_backend(sandbox), image=image, cache=cache,
-                               retry=RetryPolicy(retries=retries),
+                               retry=RetryPolicy(retries=retries), warm=warm,
                                judge=judge_option(judge, judge_entry, judge_timeout))
         check_options(options)
         if report is not None:

@@ -19,6 +19,9 @@ def serve_command(
                                          "slot; beyond, requests get 503 with Retry-After "
                                          "(default: 4 x workers)."),
     max_body_mb: float = typer.Option(64.0, help="Request body limit in MiB (413 beyond)."),
+    warm: int = typer.Option(0, "--warm", min=0, help="Sandboxes made ahead and kept "
+                             "waiting, beyond the workers' (2 x workers: every rollout finds "
+                             "its two; default none)."),
 ) -> None:
     """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward, /healthz, /metrics and a
     live page at / (in flight, queued, rollouts per minute, recent rewards and errors)."""
@@ -40,13 +43,14 @@ def serve_command(
                   "patches in your sandboxes (no authentication)")
     try:
         server = make_server(host, port, workers=workers, max_queue=max_queue,
-                             max_body=int(max_body_mb * 1024**2))
+                             max_body=int(max_body_mb * 1024**2), warm=warm)
     except ProctorError as exc:  # a bad $PROCTOR_MAX_SANDBOXES
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(2) from None
     svc = server.service
     err.print(f"proctor serve on http://{host}:{server.server_address[1]} "
-              f"({svc.workers} sandbox slots, queue {svc.max_queue}; live page at /)",
+              f"({svc.workers} sandbox slots, queue {svc.max_queue}"
+              f"{f', {svc.warm} warm sandboxes' if svc.warm else ''}; live page at /)",
               soft_wrap=True)
     try:
         server.serve_forever()

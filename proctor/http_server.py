@@ -32,7 +32,10 @@ A request is admitted while the rollouts admitted and not finished, its own incl
 within ``workers + max_queue`` (a request finding none pending is always admitted);
 otherwise it gets a 503 with ``Retry-After`` (seconds). A client that goes away before its
 reply is cancelled (:mod:`proctor.harness.pipeline.cancel`): its rollouts not started never start,
-its sandboxes are removed, nothing of it enters the result cache.
+its sandboxes are removed, nothing of it enters the result cache. With ``warm`` (``--warm
+N``), N sandboxes per kind are made ahead and kept waiting for the server's life
+(:mod:`proctor.sandbox.warm_pool`), so a rollout does not wait for its containers to start;
+they are live containers beyond the ``workers`` in use.
 
 Errors: 400 body is not JSON or not an object, 404 unknown path, 405 wrong method, 411 no
 Content-Length (and not chunked), 413 body over ``max_body`` bytes (the limit is named) or
@@ -52,6 +55,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import uvicorn
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -65,7 +69,7 @@ from proctor.harness.pipeline import cancel, slots
 from proctor.http_metrics import CONTENT_TYPE, ServeMetrics
 from proctor.record import RewardRecord
 from proctor.report import live_page
-from proctor.sandbox import cleanup, ownership
+from proctor.sandbox import cleanup, ownership, warm_sandboxes
 from proctor.version import __version__
 
 MAX_BODY = 64 * 1024 * 1024
@@ -196,11 +200,18 @@ def _score_request(body: dict) -> ScoreRequest:
 
 class Service:
     """State shared by every request: the capacity (slots, admission), the worker threads,
-    the open cancel scopes and the metrics."""
+    the open cancel scopes, the metrics and ``warm`` sandboxes made ahead and kept waiting
+    (default none: they are live containers beyond the ``workers`` in use;
+    :mod:`proctor.sandbox.warm_pool`).
+
+    Raises:
+        ValueError: ``workers`` below 1 or ``max_queue`` below 0.
+        WarmConfigError: ``warm`` below 0.
+    """
 
     def __init__(self, *, workers: int | None = None, max_queue: int | None = None,
                  max_body: int = MAX_BODY, max_rollouts: int = MAX_ROLLOUTS,
-                 log_requests: bool = True) -> None:
+                 log_requests: bool = True, warm: int | None = None) -> None:
         self.workers = workers or slots.default_max()
         self.max_queue = 4 * self.workers if max_queue is None else max_queue
         if self.workers < 1 or self.max_queue < 0:
@@ -210,6 +221,11 @@ class Service:
         slots.configure(self.workers)
         slots.reset_peak()
         ownership.reset_live_peak()
+        # sandboxes made ahead and kept waiting for the server's life (beyond the slots' cap
+        # on sandboxes in use: opt-in)
+        self.warm = warm or 0
+        self._warm = ExitStack()
+        self._warm.enter_context(warm_sandboxes(self.warm))
         # Every admitted request gets a thread at once (its rollouts wait for slots there).
         self.pool = ThreadPoolExecutor(max_workers=self.workers + self.max_queue + 1,
                                        thread_name_prefix="proctor-serve")
@@ -296,9 +312,10 @@ class Service:
 
     def close(self) -> None:
         """Cancel every request in progress, then wait for the worker threads to end (those
-        not started never start)."""
+        not started never start); close the warm sandboxes still waiting."""
         self.cancel_all()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self._warm.close()  # the sandboxes still waiting are closed
 
 
 async def _disconnected(request: Request) -> None:
@@ -511,6 +528,6 @@ class ProctorServer:
 
 def make_server(host: str = "127.0.0.1", port: int = 8765, **kw) -> ProctorServer:
     """A bound server (``port=0`` picks a free port: ``server.server_address[1]``).
-    Keywords: ``workers``, ``max_queue``, ``max_body``, ``max_rollouts``, ``log_requests``
-    (see :class:`Service`)."""
+    Keywords: ``workers``, ``max_queue``, ``max_body``, ``max_rollouts``, ``log_requests``,
+    ``warm`` (see :class:`Service`)."""
     return ProctorServer((host, port), **kw)

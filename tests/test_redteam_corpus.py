@@ -25,6 +25,10 @@ from proctor.rewards import diff_cost
 from tests.redteam import mini_task
 from tests.redteam.corpus import CASES, COMMENTS_ONLY_FIX, CONTROLS, FIX, ISSUE_FIX, Case
 
+# On warm sandboxes (made ahead, as in a batch): the exact records below were found on
+# fresh ones, so both ways must agree (tests/conftest.py::warm_module).
+pytestmark = pytest.mark.usefixtures("warm_module")
+
 _GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
             "LC_ALL": "C"}
 

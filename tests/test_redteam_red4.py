@@ -16,6 +16,10 @@ from proctor import score
 from proctor.harness.pipeline.workspace import restore_public_tests_step
 from proctor.task import load_task
 
+# On warm sandboxes (made ahead, as in a batch): the exact records below were found on
+# fresh ones, so both ways must agree (tests/conftest.py::warm_module).
+pytestmark = pytest.mark.usefixtures("warm_module")
+
 FOUND = Path(__file__).parent / "redteam" / "found"
 HONEST_MUTATION = 0.4
 

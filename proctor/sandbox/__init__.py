@@ -1,8 +1,8 @@
 """Part 2 of the design, the sandbox: one throw-away environment per patch behind one
 interface (:class:`Sandbox`: run, put and get files, close), its backends (``docker``,
 ``local`` bubblewrap) in a registry (:data:`BACKENDS`), the limits every backend enforces,
-the in-sandbox layout, multi-step commands, the image and task environments, and the
-ownership and cleanup of what a sandbox leaves on the host."""
+the in-sandbox layout, multi-step commands, the image and task environments, warm sandboxes
+made ahead, and the ownership and cleanup of what a sandbox leaves on the host."""
 
 from __future__ import annotations
 
@@ -38,6 +38,18 @@ from proctor.sandbox.layout import (
 from proctor.sandbox.ownership import host_dir
 from proctor.sandbox.steps import CLEAR_PARENTS_SH, Step, run_steps
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, SANDBOX_TOOLS
+from proctor.sandbox.warm_pool import (
+    WarmConfigError,
+    WarmKey,
+    configure_warm,
+    drain_warm,
+    settle_warm,
+    take_warm,
+    warm_counts,
+    warm_pool_size,
+    warm_sandboxes,
+    warm_waiting,
+)
 
 __all__ = [
     "CHECKS", "CheckResult", "ConformanceError", "run_conformance",
@@ -48,5 +60,7 @@ __all__ = [
     "SandboxSpec", "Step", "build_image",
     "check_required", "choose_backend", "docker_client", "host_dir", "list_images",
     "open_sandbox", "prune_images", "register", "remove_stale", "resolve_env", "resolve_image",
-    "run_steps", "tar_of_tree"
+    "run_steps", "tar_of_tree",
+    "WarmConfigError", "WarmKey", "configure_warm", "drain_warm", "settle_warm", "take_warm",
+    "warm_counts", "warm_pool_size", "warm_sandboxes", "warm_waiting",
 ]

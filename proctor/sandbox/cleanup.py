@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctor.sandbox import bwrap_backend, ownership
+from proctor.sandbox import bwrap_backend, ownership, warm_pool
 from proctor.sandbox.ownership import LABEL, is_stale
 
 _LOCK = threading.Lock()
@@ -102,6 +102,8 @@ def close_all(*, final: bool = False) -> int:
     sandboxes were open."""
     if final:
         ownership.stop_new()
+    # no waiting sandbox is handed out once closed; those being made are swept below
+    warm_pool.drain_warm(wait_s=0.0)
     live = ownership.live()
     for sb in live:
         try:

@@ -35,6 +35,7 @@ from proctor.harness.batch.rollout_io import (
 )
 from proctor.harness.pipeline.score import score
 from proctor.record import RewardRecord
+from proctor.sandbox import warm_sandboxes
 from proctor.task import Task
 
 
@@ -68,15 +69,17 @@ def iter_batch(items: list[BatchItem], options: BatchOptions | None = None, *,
 def _run_local(items: list[BatchItem], options: BatchOptions,
                rs: RolloutScorer) -> Iterator[tuple[int, RewardRecord]]:
     """Thread pool of ``options.n_workers``; each task is prepared by the first rollout
-    that needs it while the others of that task wait (see :class:`TaskPreparer`)."""
+    that needs it while the others of that task wait (see :class:`TaskPreparer`). Warm
+    sandboxes (``options.n_warm``) are made ahead while it runs, and closed at its end."""
     pool = ThreadPoolExecutor(max_workers=options.n_workers, thread_name_prefix="proctor")
-    try:
-        futures = {pool.submit(contextvars.copy_context().run, rs.score_item, it): it.index
-                   for it in items}  # each in the caller's context (its cancel scope)
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
-    finally:  # on early exit (Ctrl-C, a consumer error) drop what has not started
-        pool.shutdown(wait=True, cancel_futures=True)
+    with warm_sandboxes(options.n_warm(len(items))):  # what waits is closed at the end
+        try:
+            futures = {pool.submit(contextvars.copy_context().run, rs.score_item, it): it.index
+                       for it in items}  # each in the caller's context (its cancel scope)
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:  # on early exit (Ctrl-C, a consumer error) drop what has not started
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --------------------------------------------------------------------------- public API
@@ -86,7 +89,7 @@ def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = Non
                 executor: str = "local", sandbox: str = "docker", image: str | None = None,
                 cache: bool = True, retries: int = 3,
                 on_record: Callable[[RewardRecord], None] | None = None,
-                overlap: bool | None = None) -> list[RewardRecord]:
+                overlap: bool | None = None, warm: int | None = None) -> list[RewardRecord]:
     """Score many rollouts; returns one record per input, **in input order**.
 
     Args:
@@ -100,13 +103,16 @@ def score_batch(rollouts: Iterable[Rollout | dict], *, workers: int | None = Non
         on_record: called with each record as it finishes (completion order).
         overlap: each rollout's two sandboxes side by side (see :func:`proctor.score`);
             None: when ``workers`` is below the number of cores (see :class:`BatchOptions`).
+        warm: sandboxes made ahead and kept waiting during the batch (0: none; None: two
+            per worker while there are fewer workers than cores; :meth:`BatchOptions.n_warm`).
 
     Raises:
         BatchConfigError: unknown executor or sandbox backend, or Ray not installed.
     """
     items = [item_from_obj(i, r) for i, r in enumerate(rollouts)]
     options = BatchOptions(workers=workers, executor=executor, sandbox=sandbox, image=image,
-                           cache=cache, retry=RetryPolicy(retries=retries), overlap=overlap)
+                           cache=cache, retry=RetryPolicy(retries=retries), overlap=overlap,
+                           warm=warm)
     out: list[RewardRecord | None] = [None] * len(items)
     for index, rec in iter_batch(items, options):
         out[index] = rec

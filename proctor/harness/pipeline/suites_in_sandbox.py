@@ -31,7 +31,16 @@ from proctor.harness.pipeline.workspace import (
     unplace_hidden_tests,
 )
 from proctor.patch import parse_patch
-from proctor.sandbox import HARNESS_DIR, REPO, Limits, Sandbox, SandboxSpec, open_sandbox
+from proctor.sandbox import (
+    HARNESS_DIR,
+    REPO,
+    Limits,
+    Sandbox,
+    SandboxSpec,
+    WarmKey,
+    open_sandbox,
+    take_warm,
+)
 from proctor.suites import (
     PASSED,
     VARIANTS,
@@ -62,9 +71,12 @@ def open_patched_sandbox(task: Task, spec: SandboxSpec, patch: bytes | None, *,
     (sandbox, how the patch applied, None without a patch). A patch that does not apply
     leaves the pristine repo (``applied`` False); the caller closes the sandbox either way.
     ``tree_paths``: the same command also runs the post-apply tree report (see
-    :func:`~proctor.harness.pipeline.workspace.prepare_repo`)."""
+    :func:`~proctor.harness.pipeline.workspace.prepare_repo`). The sandbox is a warm one
+    when this process keeps them (:mod:`proctor.sandbox.warm_pool`: made ahead, never used
+    before), else made now."""
     mounts = harness_mount()
-    sb = open_sandbox(spec.backend, spec.env, spec.limits, spec.run_id, spec.ttl_s, mounts)
+    sb = take_warm(WarmKey.of(spec.backend, spec.env, spec.limits, spec.ttl_s, mounts)) or \
+        open_sandbox(spec.backend, spec.env, spec.limits, spec.run_id, spec.ttl_s, mounts)
     try:
         if not mounts:  # before the apply command: it may run the tree report
             install_harness(sb)
