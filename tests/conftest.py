@@ -160,10 +160,14 @@ def count_containers(docker_engine, docker_ready) -> Callable[[], ContainerCount
 
 
 def _proctor_temp_entries() -> set[str]:
-    """``proctor-*`` entries of the temp dir and of the local backend's sandbox dir."""
+    """``proctor-*`` entries of the temp dir and of the local backend's sandbox dir, but
+    the directories of the local sandboxes waiting in this process's warm pools."""
+    from proctor.sandbox import settle_warm
+
     local = os.environ.get("PROCTOR_SANDBOX_DIR", "/nonexistent")
     dirs = {Path(tempfile.gettempdir()), Path(local)}
-    return {str(p) for d in dirs for p in d.glob("proctor-*")}
+    waiting = {str(getattr(sb, "_root", None)) for sb in settle_warm()}
+    return {str(p) for d in dirs for p in d.glob("proctor-*")} - waiting
 
 
 def _left_containers(client) -> list[str]:
@@ -179,7 +183,7 @@ def warm_module() -> Iterator[None]:
     """Two warm sandboxes per kind kept waiting for the whole module, closed at its end
     (:mod:`proctor.sandbox.warm_pool`): its scores run on sandboxes made ahead, as in a
     batch, so its exact records (found on fresh sandboxes) check that both ways agree.
-    Docker only: the leak check knows a waiting container from a leaked one."""
+    The leak check knows a waiting sandbox (container or local dir) from a leaked one."""
     from proctor.sandbox import drain_warm, warm_sandboxes
 
     with warm_sandboxes(2):
