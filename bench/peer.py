@@ -19,6 +19,8 @@ Timed side by side in one run, each the median of ``--repeats`` (after one warm-
 - **peer**: the wall time of the peer's ``docker run``, tar included;
 - **proctor CLI**: ``python -m proctor score TASK reference.patch --json`` (baseline cached),
   process start included;
+- **proctor CLI daemon**: the same command handed to a CLI daemon (``proctor daemon``: a
+  process forked from one with every module imported), client start included;
 - **proctor in-process**: ``proctor.score(task, patch)`` in this process;
 - **proctor warm**: the same on warm sandboxes (:mod:`proctor.sandbox.warm_pool`), made
   ahead as a batch or ``proctor serve`` keeps them.
@@ -30,6 +32,7 @@ Prints the seconds and the ratios the issue's goal is read from: Proctor over th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import statistics
@@ -110,17 +113,41 @@ def peer_s(task, image: str, stdin: bytes) -> float:
     return secs
 
 
-def cli_s(task_dir: Path, patch_file: Path) -> float:
+def cli_s(task_dir: Path, patch_file: Path, daemon: bool = False) -> float:
     """Wall seconds of ``proctor score --json`` in a new process (it has no result cache:
-    every call scores)."""
+    every call scores); ``daemon``: handed to the running CLI daemon (:func:`cli_daemon`),
+    else on its own (``PROCTOR_DAEMON=0``)."""
+    env = {**os.environ, "PROCTOR_DAEMON": "1" if daemon else "0"}
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "proctor", "score", str(task_dir),
                            str(patch_file), "--json"], capture_output=True, cwd=ROOT,
-                          timeout=900)
+                          timeout=900, env=env)
     secs = time.monotonic() - t0
     if done.returncode != 0:
         raise RuntimeError(f"proctor score exited {done.returncode}: {done.stderr[-2000:]!r}")
     return secs
+
+
+@contextlib.contextmanager
+def cli_daemon():
+    """A CLI daemon (``proctor daemon run``) for the CLI runs of this benchmark, started the
+    way they start (``python -m proctor`` in the repository root: the same key), stopped at
+    the end. Yields a function that returns how many commands it ran."""
+    proc = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run", "--idle", "600"],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if "serving on" not in (proc.stdout.readline() or ""):
+        raise RuntimeError("the CLI daemon did not start")
+
+    def served() -> int:
+        done = subprocess.run([sys.executable, "-m", "proctor", "daemon", "status"], cwd=ROOT,
+                              capture_output=True, text=True)
+        return int(done.stdout.split(":")[1].split()[0]) if done.returncode == 0 else -1
+
+    try:
+        yield served
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def in_process_s(task, patch: bytes) -> float:
@@ -158,15 +185,19 @@ def measure(task_dir: Path, repeats: int) -> dict[str, float]:
         "bare": lambda: bare_s(task, image, stdin),
         "peer": lambda: peer_s(task, image, stdin),
         "proctor CLI": lambda: cli_s(task_dir, task.reference_patch),
+        "proctor CLI daemon": lambda: cli_s(task_dir, task.reference_patch, daemon=True),
         "proctor in-process": lambda: in_process_s(task, patch),
         "proctor warm": lambda: warm_s(task, patch),
     }
     times: dict[str, list[float]] = {k: [] for k in ways}
-    for fn in ways.values():
-        fn()  # warm-up
-    for _ in range(repeats):  # interleaved, so a noisy moment hits every way alike
-        for k, fn in ways.items():
-            times[k].append(fn())
+    with cli_daemon() as served:
+        for fn in ways.values():
+            fn()  # warm-up
+        for _ in range(repeats):  # interleaved, so a noisy moment hits every way alike
+            for k, fn in ways.items():
+                times[k].append(fn())
+        if served() != repeats + 1:  # else the daemon column would time the plain CLI
+            raise RuntimeError(f"the CLI daemon ran {served()} scores, not {repeats + 1}")
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -191,9 +222,9 @@ def main() -> int:
                     help="also every task of bench/realrepo_tasks.py")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    print(f"{'task':18s} {'bare':>7s} {'peer':>7s} {'CLI':>7s} {'in-proc':>7s} {'warm':>7s}   "
-          f"{'CLI/peer':>8s} {'in/peer':>8s} {'warm/peer':>9s} {'peer/bare':>9s} "
-          f"{'CLI/bare':>8s}")
+    print(f"{'task':18s} {'bare':>7s} {'peer':>7s} {'CLI':>7s} {'daemon':>7s} {'in-proc':>7s} "
+          f"{'warm':>7s}   {'CLI/peer':>8s} {'dmn/peer':>8s} {'in/peer':>8s} {'warm/peer':>9s} "
+          f"{'peer/bare':>9s} {'CLI/bare':>8s}")
     for name, task_dir in _tasks(args):
         try:
             m = measure(task_dir, args.repeats)
@@ -201,9 +232,10 @@ def main() -> int:
             print(f"{name:18s} {type(exc).__name__}: {exc}", flush=True)
             continue
         b, p, c, i = m["bare"], m["peer"], m["proctor CLI"], m["proctor in-process"]
-        w = m["proctor warm"]
-        print(f"{name:18s} {b:6.2f}s {p:6.2f}s {c:6.2f}s {i:6.2f}s {w:6.2f}s   {c / p:7.2f}x "
-              f"{i / p:7.2f}x {w / p:8.2f}x {p / b:8.2f}x {c / b:7.2f}x", flush=True)
+        w, d = m["proctor warm"], m["proctor CLI daemon"]
+        print(f"{name:18s} {b:6.2f}s {p:6.2f}s {c:6.2f}s {d:6.2f}s {i:6.2f}s {w:6.2f}s   "
+              f"{c / p:7.2f}x {d / p:7.2f}x {i / p:7.2f}x {w / p:8.2f}x {p / b:8.2f}x "
+              f"{c / b:7.2f}x", flush=True)
     print("goal (issue 26): Proctor's per-patch time at most the peer's (CLI/peer <= 1.0)")
     return 0
 

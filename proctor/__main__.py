@@ -1,5 +1,5 @@
 """``python -m proctor`` is the ``proctor`` command."""
 
-from proctor.cli import app
+from proctor.launcher import main
 
-app()
+main()

@@ -53,6 +53,11 @@ def image_modules() -> Path:
     return cache_root() / "image-modules"
 
 
+def daemon_logs() -> Path:
+    """The CLI daemons' own output (``proctor daemon``): ``<key>.log``."""
+    return cache_root() / "daemon"
+
+
 def venvs() -> Path:
     """The local backend's tools venvs: ``$PROCTOR_VENV_DIR``, else
     ``/var/cache/proctor/venvs`` when running as root (the sandbox's uid must read it), else

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from proctor.cli_batch import batch_command
+from proctor.cli_daemon import daemon_app
 from proctor.cli_datasets import export_app, gate_command, import_app, mine_command
 from proctor.cli_report import report_command
 from proctor.cli_serve import serve_command
@@ -38,6 +39,7 @@ task_app.command("mine")(mine_command)
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(export_app, name="export")
+app.add_typer(daemon_app, name="daemon")
 out = Console()
 err = Console(stderr=True)
 

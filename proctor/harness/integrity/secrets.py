@@ -87,6 +87,12 @@ def _plugins() -> tuple:
     return tuple(c() for c in classes if c.__name__ not in _SKIPPED_PLUGINS)
 
 
+def preload() -> None:
+    """Load detect-secrets' plugins now rather than at the first patch (a process that forks
+    scorers, like the CLI daemon, then loads them once for all of them)."""
+    _plugins()
+
+
 def _redact(text: str) -> str:
     return text[:2] + "…" if len(text) > 2 else "…"
 
