@@ -23,11 +23,27 @@ START_WAIT_S = 60.0
 
 
 def _entry() -> list[str]:
-    """How this process was started (the console script, or ``python -m proctor``): a
-    daemon started the same way has the same ``sys.path``, hence the same key."""
+    """How this process was started (the console script, or ``python -m proctor`` with its
+    interpreter flags): a daemon started the same way has the same ``sys.path`` and flags,
+    hence the same key."""
     if os.path.basename(sys.argv[0]) == "__main__.py":
-        return [sys.executable, "-m", "proctor"]
+        return [sys.executable, *subprocess._args_from_interpreter_flags(), "-m", "proctor"]
     return [sys.argv[0]]
+
+
+def as_runner() -> None:
+    """In a runner, before the client's command: the module-level consoles made again, so
+    that they see the client's terminal and environment (colours, width, ``NO_COLOR``), not
+    the daemon's log file."""
+    import rich
+
+    rich._console = None
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("proctor") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, Console):
+                setattr(module, attr, Console(stderr=value.stderr))
 
 
 @daemon_app.command("start")

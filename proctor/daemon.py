@@ -7,22 +7,29 @@ that the client side (:func:`run_in_daemon`, called by :mod:`proctor.launcher` b
 other import) stays cheap.
 
 - **Who may use a daemon**: a daemon serves only the processes that would have run exactly
-  the same code in exactly the same way: the key (:func:`daemon_key`) covers the user, the
-  interpreter, ``sys.path``, every file of the ``proctor`` package (path, size, mtime) and
-  the mtime of each ``site-packages`` directory (a package installed or removed changes it),
-  and the environment variables read at interpreter start or by Proctor
-  (:data:`KEYED_ENV`). The socket is named by the key, so a client finds only a daemon of
-  its own code; a daemon of older code is simply never used again and ends when idle.
-- **What runs**: for each request the daemon forks a watcher, which forks the runner. The
-  runner takes the client's standard input, output and error (passed over the socket), its
-  working directory, its whole environment, its umask and its argv, resets every signal to
-  the interpreter's default, then returns from :func:`serve` to run the command as a normal
-  ``proctor`` process would (its exit, ``atexit`` handlers and threads as usual). The
-  watcher reports the runner's exit status to the client (``exit N``, or ``signal N`` when
-  a signal ended it), forwards the signals the client gets (SIGINT, SIGTERM, SIGHUP,
-  SIGQUIT), and sends SIGTERM to the runner if the client goes away.
-- **What differs from a process of its own**: the runner's resource limits, cgroup and
-  session are the daemon's, not the client's shell's.
+  the same code in exactly the same way. The key (:func:`daemon_key`) covers the user, the
+  interpreter and its flags, ``sys.path``, every file of the ``proctor`` package (path,
+  size, mtime), the mtime of each ``site-packages`` directory (a package installed or
+  removed changes it) and the environment variables read at interpreter start or by
+  Proctor (:data:`KEYED_PREFIXES`, :data:`KEYED_ENV`). The socket is named by the key, so a
+  client finds only a daemon of its own code; a daemon of older code is never used again
+  and ends when idle. On connecting, the daemon also compares the client's process with
+  its own (:func:`process_kind`: group and groups, namespaces, cgroup, resource limits,
+  nice value, CPU affinity) and declines any difference: the client then runs the
+  command itself.
+- **What runs**: for each request the daemon forks a watcher, which forks the runner in a
+  session of its own. The runner takes the client's standard input, output and error
+  (passed over the socket), its working directory, its whole environment, its umask, its
+  argv and the signals it ignores, then waits. The watcher tells the client ``ready``; only
+  when the client answers ``go`` (the command is the daemon's from then on; a client that
+  waited too long has run it itself and answers nothing, and the runner is killed before it
+  did anything) does the runner return from :func:`serve` to run the command as a
+  ``proctor`` process of its own would (its exit, ``atexit`` handlers and threads as
+  usual). The watcher forwards the signals the client gets (SIGINT, SIGTERM, SIGHUP,
+  SIGQUIT), sends SIGTERM to the runner if the client goes away, and reports how the runner
+  ended (``exit N``, or ``signal N``: the client then ends by the same signal).
+- **What differs from a process of its own**: the runner is not in the client's process
+  group or session (job control: Ctrl-Z stops the client only).
 - **Safety**: the socket's directory is the user's own (mode 0700, checked by both ends),
   and the daemon serves only its own uid (``SO_PEERCRED``). It forks only while it has a
   single thread; otherwise it answers ``busy`` and the client runs the command itself.
@@ -32,6 +39,7 @@ Files: ``$XDG_RUNTIME_DIR`` (else ``/tmp``) ``/proctor-daemon-<uid>/<key>.sock``
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import hashlib
 import json
@@ -43,24 +51,33 @@ import stat
 import struct
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: Environment variables that are part of a daemon's key: those the interpreter reads at
 #: start (``PYTHON*``, the locale) and Proctor's own (read at run time, but a user who sets
 #: one expects it to count). Every other variable is the client's in the runner, unkeyed.
 KEYED_PREFIXES = ("PYTHON", "PROCTOR_", "LC_", "DOCKER_")
-KEYED_ENV = ("LANG", "HOME", "PATH", "TMPDIR", "XDG_CACHE_HOME", "VIRTUAL_ENV")
+KEYED_ENV = ("LANG", "HOME", "PATH", "TMPDIR", "XDG_CACHE_HOME", "VIRTUAL_ENV", "TZ")
 #: ``PROCTOR_DAEMON=0``: never hand a command to a daemon (not part of the key).
 DISABLE_ENV = "PROCTOR_DAEMON"
-#: Seconds a daemon waits for a request before it ends.
+#: ``PROCTOR_DAEMON_WAIT_S``: seconds a client waits for the daemon's ``ready`` before it
+#: runs the command itself (default :data:`START_TIMEOUT_S`; not part of the key).
+WAIT_ENV = "PROCTOR_DAEMON_WAIT_S"
+UNKEYED = frozenset({DISABLE_ENV, WAIT_ENV})
+#: Seconds a daemon waits for a command before it ends.
 IDLE_S = 900.0
 #: Signals the client forwards to the runner.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-#: Seconds a client waits for the daemon to start its command before running it itself (the
-#: command, should it start later, is ended at once: its client is gone).
+#: Signals by which the client, its runner ended by one, ends itself too (any other one, a
+#: crash's SIGSEGV say, is reported as exit 128 + N without a core of the client's own).
+ENDED_ALIKE = frozenset({*FORWARDED, signal.SIGKILL, signal.SIGPIPE, signal.SIGALRM,
+                         signal.SIGUSR1, signal.SIGUSR2})
 START_TIMEOUT_S = 10.0
-#: The request's size limit (argv and environment).
+#: The request's size limit (argv and environment) and the seconds it may take to arrive.
 MAX_REQUEST = 4 * 1024 * 1024
+REQUEST_TIMEOUT_S = 5.0
+#: How often a watcher looks at its runner when the kernel gives no process descriptor.
+POLL_S = 0.02
 _HEADER = struct.Struct("!I")
 _FINGERPRINT_SKIP = {"__pycache__"}
 
@@ -72,32 +89,45 @@ class DaemonError(Exception):
 @dataclass(frozen=True)
 class Request:
     """What the runner runs: the client's ``argv`` (``argv[0]`` its program name), working
-    directory ``cwd``, environment ``env`` and ``umask``."""
+    directory ``cwd``, environment ``env``, ``umask`` and the signals it ignores."""
 
     argv: list[str]
     cwd: str
     env: dict[str, str]
     umask: int
+    ignored: list[int] = field(default_factory=list)
+
+
+# ---- the key ----------------------------------------------------------------------------
 
 
 def package_fingerprint(root: str) -> str:
-    """sha256 over every file under ``root`` (``__pycache__`` skipped): relative path, size
-    and mtime in ns, sorted. A change to any of Proctor's files changes it."""
+    """sha256 over every entry under ``root`` (``__pycache__`` skipped): relative path, size
+    and mtime in ns, sorted. A change to any of Proctor's files changes it; an entry that
+    cannot be read (a dangling link, a file removed meanwhile) counts as itself."""
     digest = hashlib.sha256()
     entries = []
     stack = [root]
     while stack:
         top = stack.pop()
-        with os.scandir(top) as it:
-            for entry in it:
-                if entry.name in _FINGERPRINT_SKIP:
-                    continue
+        try:
+            with os.scandir(top) as it:
+                found = list(it)
+        except OSError:
+            entries.append(f"{os.path.relpath(top, root)}\0unreadable")
+            continue
+        for entry in found:
+            if entry.name in _FINGERPRINT_SKIP:
+                continue
+            rel = os.path.relpath(entry.path, root)
+            try:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
-                else:
-                    st = entry.stat(follow_symlinks=True)
-                    entries.append(f"{os.path.relpath(entry.path, root)}\0{st.st_size}\0"
-                                   f"{st.st_mtime_ns}")
+                    continue
+                st = entry.stat(follow_symlinks=True)
+                entries.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}")
+            except OSError:
+                entries.append(f"{rel}\0missing")
     for line in sorted(entries):
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
     return digest.hexdigest()
@@ -105,16 +135,17 @@ def package_fingerprint(root: str) -> str:
 
 def keyed_env(env: dict[str, str]) -> dict[str, str]:
     """The part of ``env`` that is in a daemon's key (:data:`KEYED_PREFIXES`,
-    :data:`KEYED_ENV`; never :data:`DISABLE_ENV`)."""
+    :data:`KEYED_ENV`; never :data:`UNKEYED`)."""
     return {k: v for k, v in env.items()
-            if k != DISABLE_ENV and (k in KEYED_ENV or k.startswith(KEYED_PREFIXES))}
+            if k not in UNKEYED and (k in KEYED_ENV or k.startswith(KEYED_PREFIXES))}
 
 
 def daemon_key(env: dict[str, str] | None = None, package_root: str | None = None) -> str:
-    """The key of the daemon this process may use (hex, 24 characters): user, interpreter,
-    ``sys.path`` and the mtimes of its ``site-packages`` directories, the package's files
-    (:func:`package_fingerprint` of ``package_root``, default this package) and
-    :func:`keyed_env` of ``env`` (default ``os.environ``)."""
+    """The key of the daemon this process may use (hex, 24 characters): user, interpreter
+    and its flags (``sys.flags``, ``-W``, ``-X``), ``sys.path`` and the mtimes of its
+    ``site-packages`` directories, the package's files (:func:`package_fingerprint` of
+    ``package_root``, default this package) and :func:`keyed_env` of ``env`` (default
+    ``os.environ``)."""
     env = dict(os.environ) if env is None else env
     root = package_root or os.path.dirname(os.path.abspath(__file__))
     mtimes = []
@@ -124,7 +155,8 @@ def daemon_key(env: dict[str, str] | None = None, package_root: str | None = Non
                 mtimes.append(os.stat(entry).st_mtime_ns)
             except OSError:
                 mtimes.append(None)
-    parts = [os.getuid(), sys.executable, sys.version, sys.path, mtimes,
+    parts = [os.getuid(), sys.executable, sys.version, tuple(sys.flags), sys.warnoptions,
+             sorted(map(str, sys._xoptions.items())), sys.path, mtimes,
              package_fingerprint(root), sorted(keyed_env(env).items())]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
@@ -157,6 +189,8 @@ def _own_dir(path: str, create: bool) -> bool:
             os.mkdir(path, 0o700)
         except FileExistsError:
             pass
+        except OSError:
+            return False
     try:
         st = os.lstat(path)
     except OSError:
@@ -165,37 +199,131 @@ def _own_dir(path: str, create: bool) -> bool:
             and st.st_mode & 0o077 == 0)
 
 
+def process_kind(pid: int | str = "self") -> dict[str, str] | None:
+    """What a command's process inherits beyond its environment, read from ``/proc/<pid>``:
+    group and groups, namespaces, cgroup, resource limits, nice value, CPU affinity. Two
+    processes with equal kinds run a command alike. None when it cannot be read."""
+    where = f"/proc/{pid}"
+    try:
+        with open(f"{where}/status") as f:
+            status = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+        kind = {"gid": status.get("Gid", ""), "groups": status.get("Groups", ""),
+                "nice": str(os.getpriority(os.PRIO_PROCESS, 0 if pid == "self" else int(pid))),
+                "cpus": status.get("Cpus_allowed_list", "")}
+        for name in ("cgroup", "limits"):
+            with open(f"{where}/{name}") as f:
+                kind[name] = f.read()
+        for ns in sorted(os.listdir(f"{where}/ns")):
+            kind[f"ns/{ns}"] = os.readlink(f"{where}/ns/{ns}")
+    except (OSError, ValueError):
+        return None
+    return kind
+
+
 # ---- the client -------------------------------------------------------------------------
+
+
+class _Forwarder:
+    """The client's handlers of the forwarded signals: before ``go``, signals are kept;
+    after, each one is sent to the watcher (and the ones kept first)."""
+
+    def __init__(self) -> None:
+        self.conn: socket.socket | None = None
+        self.kept: list[int] = []
+        self.previous = {}
+        self.ignored = []
+        for signum in FORWARDED:
+            handler = signal.getsignal(signum)
+            if handler == signal.SIG_IGN:  # this process ignores it: so must the runner
+                self.ignored.append(int(signum))
+                continue
+            self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum, _frame) -> None:
+        if self.conn is None:
+            self.kept.append(signum)
+            return
+        try:
+            self.conn.sendall(f"signal {signum}\n".encode())
+        except OSError:
+            pass
+
+    def forward_to(self, conn: socket.socket) -> None:
+        """From now on, signals go to the watcher over ``conn``."""
+        self.conn = conn
+        for signum in self.kept:
+            self._handle(signum, None)
+        self.kept.clear()
+
+    def restore(self, replay: bool) -> None:
+        """The previous handlers back; ``replay``: the signals kept are raised again (the
+        command runs here after all)."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        if replay:
+            for signum in self.kept:
+                signal.raise_signal(signum)
 
 
 def run_in_daemon(argv: list[str]) -> int | None:
     """Run ``proctor`` with ``argv`` (``argv[0]`` the program name) in this environment's
-    daemon, if one runs: its exit status (this process then ends the same way: a runner
-    ended by signal N ends this process with N too), or None when no daemon may take it
-    (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it is busy), and the
-    caller runs the command itself. The command's output goes straight to this process's
-    standard output and error."""
+    daemon, if one runs: its exit status (a runner ended by a signal of
+    :data:`ENDED_ALIKE` ends this process by the same signal), or None when no daemon took
+    it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined or did
+    not answer in time), and the caller runs the command itself. Once a daemon took it,
+    it never runs here too. The command's output goes straight to this process's standard
+    output and error."""
     if os.environ.get(DISABLE_ENV) == "0":
         return None
-    path = socket_path()
+    try:
+        path = socket_path()
+        wait_s = float(os.environ.get(WAIT_ENV) or START_TIMEOUT_S)
+    except (OSError, ValueError):  # no key to be had: run it here
+        return None
     if not os.path.exists(path) or not _own_dir(os.path.dirname(path), create=False):
         return None
+    forwarder = _Forwarder()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    taken = False
     try:
+        conn.settimeout(wait_s)
         conn.connect(path)
         body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
-                           "umask": _umask()}).encode()
+                           "umask": _umask(), "ignored": forwarder.ignored}).encode()
         socket.send_fds(conn, [_HEADER.pack(len(body)) + body], [0, 1, 2])
-        conn.settimeout(START_TIMEOUT_S)
-        reply = _read_line(conn)
+        reader = conn.makefile("rb")
+        if reader.readline() != b"ready\n":
+            return None
         conn.settimeout(None)
-    except OSError:  # a stale socket, a daemon gone or stuck: run it here
+        conn.sendall(b"go\n")
+        taken = True
+        forwarder.forward_to(conn)
+        line = reader.readline().decode(errors="replace").strip()
+    except OSError:
+        if not taken:  # a stale socket, a daemon gone, stuck or too slow: run it here
+            return None
+        line = ""
+    finally:
         conn.close()
-        return None
-    if reply != "started":
-        conn.close()
-        return None
-    return _follow(conn)
+        forwarder.restore(replay=not taken)
+    return _ended(line)
+
+
+def _ended(line: str) -> int:
+    """The exit status the watcher's report ``line`` gives this process."""
+    kind, _, value = line.partition(" ")
+    if kind == "exit" and value.lstrip("-").isdigit():
+        return int(value)
+    if kind == "signal" and value.isdigit():
+        signum = int(value)
+        if signum in ENDED_ALIKE:
+            sys.stdout.flush()
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+        return 128 + signum
+    sys.stderr.write("proctor: the daemon lost the command's exit status; run it again "
+                     "with PROCTOR_DAEMON=0\n")
+    return 3
 
 
 def _umask() -> int:
@@ -204,68 +332,30 @@ def _umask() -> int:
     return mask
 
 
-def _read_line(conn: socket.socket) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(256)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
-
-
-def _follow(conn: socket.socket) -> int:
-    """Forward this process's signals to the runner until the watcher reports how it
-    ended."""
-    previous = {}
-
-    def forward(signum, _frame):
-        try:
-            conn.sendall(f"signal {signum}\n".encode())
-        except OSError:
-            pass
-
-    for signum in FORWARDED:
-        previous[signum] = signal.signal(signum, forward)
-    try:
-        line = _read_line(conn)
-    finally:
-        conn.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    kind, _, value = line.partition(" ")
-    if kind == "exit" and value.lstrip("-").isdigit():
-        return int(value)
-    if kind == "signal" and value.isdigit():
-        signum = int(value)
-        sys.stdout.flush()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return 128 + signum
-    sys.stderr.write("proctor: the daemon's runner ended without an exit status; "
-                     "run the command again with PROCTOR_DAEMON=0\n")
-    return 3
-
-
 # ---- the server -------------------------------------------------------------------------
 
 
 def serve(key: str, idle_s: float = IDLE_S, *, ready=None) -> Request | None:
     """Serve the daemon with ``key`` on :func:`socket_path` until idle for ``idle_s``
-    seconds, told to stop, ended by SIGTERM or SIGINT, or until another daemon takes over
-    the socket. Returns None in this process once it ends (its socket removed), and, in
-    each runner forked for a request, the :class:`Request` to run (the runner's standard
-    streams, working directory, environment, umask and signals already the client's).
-    ``ready()`` is called once the socket accepts.
+    seconds (no command run), told to stop, ended by SIGTERM or SIGINT, or until another
+    daemon takes over the socket. Returns None in this process once it ends (its socket
+    removed, the commands it runs ended), and, in each runner forked for a command, the
+    :class:`Request` to run (the runner's standard streams, directory, environment, umask
+    and signals already the client's; the forwarded signals blocked until
+    :func:`unblock_signals`). ``ready()`` is called once the socket accepts.
 
     Raises:
-        DaemonError: the socket's directory is not this user's alone.
+        DaemonError: the socket's directory is not this user's alone, or the socket cannot
+            be made there.
     """
     path = socket_path(key)
     if not _own_dir(os.path.dirname(path), create=True):
         raise DaemonError(f"{os.path.dirname(path)} is not a directory of this user alone "
                           "(mode 0700): no daemon socket there")
-    server = _Server(key, path, idle_s)
+    try:
+        server = _Server(key, path, idle_s)
+    except OSError as exc:
+        raise DaemonError(f"cannot listen on {path}: {exc}") from None
     try:
         gc.collect()
         gc.freeze()  # what is loaded now stays out of every runner's collections and exit
@@ -282,12 +372,19 @@ class _Server:
     def __init__(self, key: str, path: str, idle_s: float) -> None:
         self.key, self.path, self.idle_s = key, path, idle_s
         self.me = os.getpid()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.kind = process_kind()
         tmp = f"{path}.{self.me}.tmp"
-        self.listener.bind(tmp)
-        self.listener.listen(64)
-        os.replace(tmp, path)  # a dead daemon's stale socket goes; a live one's ends itself
-        self.inode = os.stat(path).st_ino
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            self.listener.bind(tmp)
+            self.listener.listen(64)
+            self.inode = os.stat(tmp).st_ino  # a rename keeps it: ours whoever renames next
+            os.replace(tmp, path)  # a dead daemon's socket goes; a live one's ends by itself
+        except BaseException:
+            self.listener.close()
+            raise
         self.stopping: list[int] = []
         self.previous = {s: signal.signal(s, lambda signum, _f: self.stopping.append(signum))
                          for s in (signal.SIGTERM, signal.SIGINT)}
@@ -299,7 +396,7 @@ class _Server:
         """Whether the socket path still leads to this daemon's socket."""
         try:
             return os.stat(self.path).st_ino == self.inode
-        except FileNotFoundError:
+        except OSError:
             return False
 
     def loop(self) -> Request | None:
@@ -313,31 +410,35 @@ class _Server:
             readable, _, _ = select.select([self.listener], [], [], 0.5)
             if not readable:
                 continue
-            conn, _ = self.listener.accept()
-            self.last = time.monotonic()
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
             with conn:
-                if not _same_user(conn):
-                    continue
-                req = _take_request(conn)
-                if req is None:
-                    continue
-                if req.argv == ["--stop"]:
-                    conn.sendall(b"stopping\n")
-                    return None
                 try:
-                    runner = self._handle(conn, req)
+                    answer = self._answer(conn)
+                except OSError:  # the client went away: nothing of its command ran
+                    answer = None
                 finally:
-                    if os.getpid() == self.me:  # the client's streams are the runner's alone
-                        for fd in _PASSED:
-                            os.close(fd)
-                        _PASSED.clear()
-                if runner is not None:
-                    return runner
+                    if os.getpid() == self.me:  # the client's streams: the runner's alone
+                        _close_passed()
+                if answer == "stop":
+                    return None
+                if isinstance(answer, Request):  # in the runner
+                    return answer
         return None
 
-    def _handle(self, conn: socket.socket, req: Request) -> Request | None:
-        """Answer a status request, or fork the watcher and its runner: None here, the
-        request in the runner."""
+    def _answer(self, conn: socket.socket) -> Request | str | None:
+        """Handle one connection: "stop", the request in a runner, else None."""
+        peer = _peer(conn)
+        if peer is None:
+            return None
+        req = _take_request(conn)
+        if req is None:
+            return None
+        if req.argv == ["--stop"]:
+            conn.sendall(b"stopping\n")
+            return "stop"
         if req.argv == ["--status"]:
             conn.sendall((json.dumps({"pid": self.me, "key": self.key, "served": self.served,
                                       "up_s": round(time.monotonic() - self.started, 1),
@@ -348,15 +449,20 @@ class _Server:
         if threading.active_count() != 1:  # forking a threaded process is unsafe
             conn.sendall(b"busy\n")
             return None
-        pid = os.fork()
+        if self.kind is None or process_kind(peer) != self.kind:
+            conn.sendall(b"differs\n")  # other limits, groups or namespaces: run it there
+            return None
+        try:
+            pid = os.fork()
+        except OSError:
+            conn.sendall(b"busy\n")
+            return None
         if pid == 0:  # the watcher; _watch returns only in the runner
             self.listener.close()
-            runner = _watch(conn, req)
-            for signum, handler in self.previous.items():
-                signal.signal(signum, handler)
-            return runner
+            return _watch(conn, req)
         self.watchers.add(pid)
         self.served += 1
+        self.last = time.monotonic()
         return None
 
     def close(self) -> None:
@@ -367,7 +473,10 @@ class _Server:
             return
         self.listener.close()
         if self._ours():
-            os.unlink(self.path)
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
         while self.watchers:
@@ -385,98 +494,187 @@ def _reap(children: set[int]) -> None:
             children.discard(pid)
 
 
-def _same_user(conn: socket.socket) -> bool:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
-
-
-def _take_request(conn: socket.socket) -> Request | None:
-    """The request and its three descriptors (kept as fds 0..2 of the runner later), or
-    None for a malformed one."""
-    conn.settimeout(5.0)
-    try:
-        data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
-        while len(data) < _HEADER.size or len(data) < _HEADER.size + _HEADER.unpack(
-                data[:_HEADER.size])[0]:
-            if len(data) > MAX_REQUEST:
-                raise ValueError("request too large")
-            chunk = conn.recv(65536)
-            if not chunk:
-                raise ValueError("request cut short")
-            data += chunk
-        body = json.loads(data[_HEADER.size:])
-        req = Request([str(a) for a in body["argv"]], str(body.get("cwd", "/")),
-                      {str(k): str(v) for k, v in body.get("env", {}).items()},
-                      int(body.get("umask", 0o022)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    finally:
-        conn.settimeout(None)
-    if req.argv in (["--status"], ["--stop"]):
-        for fd in fds:
-            os.close(fd)
-        return req
-    if len(fds) != 3:
-        for fd in fds:
-            os.close(fd)
-        return None
-    _PASSED[:] = fds
-    return req
+def _peer(conn: socket.socket) -> int | None:
+    """The connecting process's pid, or None when it is not this user's."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII"))
+    pid, uid, _gid = struct.unpack("iII", creds)
+    return pid if uid == os.getuid() else None
 
 
 #: The client's standard streams, received with the request being handled.
 _PASSED: list[int] = []
 
 
-def _watch(conn: socket.socket, req: Request) -> Request | None:
-    """In the watcher: fork the runner (which gets ``req`` back to run), tell the client it
-    started, forward its signals, report how the runner ended, and end."""
+def _close_passed() -> None:
+    for fd in _PASSED:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _PASSED.clear()
+
+
+def _take_request(conn: socket.socket) -> Request | None:
+    """The request (its three descriptors in :data:`_PASSED`), or None for a malformed
+    one (its descriptors closed)."""
+    end = time.monotonic() + REQUEST_TIMEOUT_S
+    fds: list[int] = []
+    try:
+        conn.settimeout(REQUEST_TIMEOUT_S)
+        data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
+        while len(data) < _HEADER.size or len(data) < _HEADER.size + _HEADER.unpack(
+                data[:_HEADER.size])[0]:
+            if len(data) > MAX_REQUEST or time.monotonic() > end:
+                raise ValueError("request too large or too slow")
+            conn.settimeout(max(0.01, end - time.monotonic()))
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise ValueError("request cut short")
+            data += chunk
+        conn.settimeout(None)
+        body = json.loads(data[_HEADER.size:])
+        req = Request([str(a) for a in body["argv"]], str(body.get("cwd", "/")),
+                      {str(k): str(v) for k, v in body.get("env", {}).items()},
+                      int(body.get("umask", 0o022)),
+                      [int(s) for s in body.get("ignored", [])])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        for fd in fds:
+            os.close(fd)
+        return None
+    _PASSED[:] = fds
+    if req.argv in (["--status"], ["--stop"]):
+        _close_passed()
+        return req
+    if len(fds) != 3:
+        _close_passed()
+        return None
+    return req
+
+
+def _watch(conn: socket.socket, req: Request) -> Request:
+    """In the watcher: fork the runner (which gets ``req`` back to run once released),
+    tell the client ``ready``, release the runner on its ``go``, forward its signals,
+    report how the runner ended, and end. Returns only in the runner."""
     fds = list(_PASSED)
+    gate_r, gate_w = os.pipe()
     try:
         runner = os.fork()
     except OSError:
         os._exit(1)
     if runner == 0:
-        conn.close()
-        _become_client(req, fds)
+        try:
+            conn.close()
+            os.close(gate_w)
+            _become_client(req, fds)
+            released = os.read(gate_r, 1) == b"g"
+            os.close(gate_r)
+        except BaseException:  # the daemon's fault: said on the client's stderr (or the log)
+            import traceback
+
+            os.write(2, ("proctor daemon: cannot run the command:\n"
+                         + traceback.format_exc()).encode(errors="replace"))
+            os._exit(1)
+        if not released:  # the client did not take it: nothing ran
+            os._exit(1)
         return req
+    os.close(gate_r)
     for fd in fds:
         os.close(fd)
-    code = 3
+    released = False
+    lines = _Lines(conn)
     try:
-        conn.sendall(b"started\n")
-        pidfd = os.pidfd_open(runner)
-        buf = b""
-        open_conn = True
-        while True:
-            readable, _, _ = select.select([pidfd] + ([conn] if open_conn else []), [], [])
-            if pidfd in readable:
-                break
-            chunk = conn.recv(256)
-            if not chunk:  # the client went away: end its command
-                open_conn = False
-                _kill(runner, signal.SIGTERM)
-                continue
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                kind, _, value = line.decode(errors="replace").partition(" ")
-                if kind == "signal" and value.isdigit() and int(value) in FORWARDED:
-                    _kill(runner, int(value))
-        _, status = os.waitpid(runner, 0)
-        if os.WIFSIGNALED(status):
-            report = f"signal {os.WTERMSIG(status)}"
-        else:
-            code = os.waitstatus_to_exitcode(status)
-            report = f"exit {code}"
-        if open_conn:
+        wait_s = float(req.env.get(WAIT_ENV) or START_TIMEOUT_S)
+    except ValueError:
+        wait_s = START_TIMEOUT_S
+    try:
+        conn.settimeout(wait_s + 5.0)
+        conn.sendall(b"ready\n")
+        if lines.read() != b"go":
+            raise ConnectionError("the client did not take the command")
+        conn.settimeout(None)
+        os.write(gate_w, b"g")
+        released = True
+        os.close(gate_w)
+        report = _follow_runner(lines, runner)
+        try:
             conn.sendall(f"{report}\n".encode())
-        code = 0
-    except OSError:
-        pass
-    finally:
-        os._exit(code)
+        except OSError:
+            pass
+    except BaseException:
+        _kill(runner, signal.SIGTERM if released else signal.SIGKILL)
+        try:
+            os.waitpid(runner, 0)
+        except ChildProcessError:
+            pass
+        os._exit(1)
+    os._exit(0)
+
+
+class _Lines:
+    """Lines read from a socket, by ``recv`` (never more than what is there)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buf, self.eof = conn, b"", False
+
+    def read(self) -> bytes | None:
+        """The next line (without its newline), waiting for it; None at the end."""
+        while b"\n" not in self.buf:
+            if not self.take():
+                return None
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def take(self) -> bool:
+        """One ``recv`` into the buffer; False at the end."""
+        chunk = self.conn.recv(4096)
+        self.buf += chunk
+        self.eof = not chunk
+        return bool(chunk)
+
+    def complete(self) -> list[bytes]:
+        """The complete lines already read."""
+        *done, self.buf = self.buf.split(b"\n")
+        return done
+
+
+def _follow_runner(lines: _Lines, runner: int) -> str:
+    """Forward the client's signals until the runner ends (SIGTERM to it if the client
+    goes away); how it ended: ``exit N`` or ``signal N``."""
+    try:
+        pidfd = os.pidfd_open(runner)
+    except (AttributeError, OSError):  # no process descriptors here: look every POLL_S
+        pidfd = None
+    poller = select.poll()
+    poller.register(lines.conn, select.POLLIN)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    client = True
+    pending = lines.complete()
+    while True:
+        for line in pending:
+            kind, _, value = line.decode(errors="replace").strip().partition(" ")
+            if kind == "signal" and value.isdigit() and int(value) in FORWARDED:
+                _kill(runner, int(value))
+        pending = []
+        done, status = os.waitpid(runner, os.WNOHANG)
+        if done:
+            break
+        events = dict(poller.poll(None if pidfd is not None else POLL_S * 1000))
+        if not client or lines.conn.fileno() not in events:
+            continue
+        try:
+            more = lines.take()
+        except OSError:
+            more = False
+        if not more:  # the client went away: end its command
+            client = False
+            poller.unregister(lines.conn)
+            _kill(runner, signal.SIGTERM)
+            continue
+        pending = lines.complete()
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit {os.waitstatus_to_exitcode(status)}"
 
 
 def _kill(pid: int, signum: int) -> None:
@@ -487,12 +685,25 @@ def _kill(pid: int, signum: int) -> None:
 
 
 def _become_client(req: Request, fds: list[int]) -> None:
-    """In the runner: the client's streams as fds 0..2 (and ``sys``'s streams over them),
-    its directory, environment, umask and argv; signals as a fresh interpreter has them."""
+    """In the runner: a session of its own; the client's streams as fds 0..2 (and ``sys``'s
+    streams over them), its directory, environment, umask, argv and time zone; signals as a
+    fresh interpreter has them, but those the client ignores, and the forwarded ones
+    blocked until :func:`unblock_signals`."""
     import io
     import tempfile
 
-    for target, fd in enumerate(fds):
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    os.setsid()
+    unbuffered = bool(getattr(sys.stdout, "write_through", False))  # ``python -u``
+    for old in (sys.stdout, sys.stderr):
+        try:
+            old.flush()
+        except (OSError, ValueError):
+            pass
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    for target, fd in enumerate(high):
         os.dup2(fd, target)
         os.close(fd)
     encoding = sys.stdout.encoding or "utf-8"
@@ -500,20 +711,29 @@ def _become_client(req: Request, fds: list[int]) -> None:
                                  encoding=encoding, errors=sys.stdin.errors or "strict")
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
                                   encoding=encoding, errors=sys.stdout.errors or "strict",
-                                  line_buffering=os.isatty(1))
+                                  line_buffering=os.isatty(1), write_through=unbuffered)
     sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
                                   encoding=encoding, errors="backslashreplace",
-                                  line_buffering=True)
+                                  line_buffering=True, write_through=unbuffered)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     os.chdir(req.cwd)
     os.environ.clear()
     os.environ.update(req.env)
+    time.tzset()
     tempfile.tempdir = None  # read $TMPDIR again
     os.umask(req.umask)
     sys.argv = list(req.argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
+    for signum in req.ignored:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def unblock_signals() -> None:
+    """In a runner, once it runs the command: the forwarded signals, blocked since the
+    fork, are delivered (any that came meanwhile now)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
 
 
 #: The request a runner was forked for, handed from ``proctor daemon run`` to the launcher.
@@ -547,7 +767,7 @@ def ask(op: str, key: str | None = None, timeout: float = 5.0) -> dict | None:
         conn.connect(path)
         body = json.dumps({"argv": [f"--{op}"]}).encode()
         conn.sendall(_HEADER.pack(len(body)) + body)
-        line = _read_line(conn)
+        line = conn.makefile("rb").readline().decode(errors="replace").strip()
     except OSError:
         return None
     finally:

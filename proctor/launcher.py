@@ -33,4 +33,8 @@ def main() -> None:
         if request is None:  # any command but a daemon's runner ending
             raise
     # a runner forked by ``proctor daemon run``: the client's command, as a process of its own
+    from proctor.cli_daemon import as_runner
+
+    as_runner()
+    daemon.unblock_signals()
     app(args=request.argv[1:], prog_name="proctor")

@@ -1,20 +1,25 @@
 """The CLI daemon (:mod:`proctor.daemon`): ``proctor score`` run in a process forked from a
 warm one gives what the same command gives in a process of its own (record, exit status,
-messages, signals), and leaves nothing behind; the daemon serves only its own code and
-environment, and ends when told, when idle, or when its socket is gone.
+messages, signals), runs once whatever the timing, and leaves nothing behind; the daemon
+serves only its own code, environment and kind of process, keeps no descriptor of a
+request, and ends when told, when idle, or when its socket is gone.
 
 End to end on the local backend (bubblewrap): a real daemon, real ``python -m proctor``
-clients, the toolz example task.
+clients, the toolz example task. Each test has its own socket directory and sandbox
+directory (both in the environment the daemon and its clients share).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,10 +31,75 @@ from proctor import daemon
 VOLATILE = {"rollout_id", "timing"}
 
 
-def _proctor(*args: str, cwd: Path, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proctor", *args], cwd=cwd,
-                          env=env or dict(os.environ), capture_output=True, text=True,
-                          timeout=300, **kw)
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    """The environment of the daemon and its clients: a socket directory and a local
+    sandbox directory of this test's own (short paths under /tmp: a unix socket's path has
+    a 108-byte limit; the sandbox dir must be reachable by the sandbox's uid)."""
+    run = tempfile.mkdtemp(prefix="pdt-", dir="/tmp")
+    boxes = tempfile.mkdtemp(prefix="pdb-", dir="/tmp")
+    os.chmod(boxes, 0o755)
+    yield {**os.environ, "XDG_RUNTIME_DIR": run, "PROCTOR_SANDBOX_DIR": boxes}
+    shutil.rmtree(run, ignore_errors=True)
+    left = os.listdir(boxes)
+    shutil.rmtree(boxes, ignore_errors=True)
+    assert left == [], f"sandbox dirs left behind: {left}"
+
+
+def _proctor(*args: str, cwd: Path, env: dict, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "proctor", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def _alone(env: dict) -> dict:
+    return {**env, "PROCTOR_DAEMON": "0"}
+
+
+def _start(cwd: Path, env: dict, *args: str) -> tuple[subprocess.Popen, str]:
+    """``proctor daemon run ARGS`` in the foreground, its output to a file: (process, its
+    socket path) once it serves."""
+    log = open(cwd / f"daemon-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115 - the process's
+    proc = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run", *args], cwd=cwd,
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        text = Path(log.name).read_text()
+        if "serving on " in text:
+            return proc, text.split("serving on ")[1].split()[0]
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the daemon did not start: {Path(log.name).read_text()}")
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+@pytest.fixture
+def running(tmp_path, env):
+    """A daemon for ``env``, run from ``tmp_path`` (``python -m`` puts the working directory
+    first on ``sys.path``: the clients share it, hence the key); ended after the test, its
+    socket gone."""
+    proc, path = _start(tmp_path, env, "--idle", "300")
+    proc.socket_path = path
+    yield proc
+    _end(proc)
+    assert not os.path.exists(path)
+
+
+def _served(cwd: Path, env: dict) -> int:
+    done = _proctor("daemon", "status", cwd=cwd, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return int(done.stdout.split(":")[1].split()[0])
 
 
 def _stable(record: dict) -> dict:
@@ -40,59 +110,32 @@ def _stable(record: dict) -> dict:
     return out
 
 
-@pytest.fixture
-def workdir(tmp_path) -> Path:
-    """The clients' and the daemon's working directory (``python -m`` puts it first on
-    ``sys.path``, so both must share it to share a key)."""
-    return tmp_path
-
-
-@pytest.fixture
-def running(workdir) -> subprocess.Popen:
-    """A daemon in the foreground for this environment, stopped after the test."""
-    proc = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run", "--idle", "300"],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    line = proc.stdout.readline()
-    assert "serving on" in line, proc.stderr.read()
-    yield proc
-    if proc.poll() is None:
-        proc.terminate()
-    proc.wait(timeout=60)
-
-
-def _served(workdir: Path) -> int:
-    done = _proctor("daemon", "status", cwd=workdir)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return int(done.stdout.split(":")[1].split()[0])
-
-
 @pytest.mark.local
 def test_a_score_in_the_daemon_is_the_score_of_a_process_of_its_own(
-        running, workdir, toolz_task, toolz_build):
+        running, tmp_path, env, toolz_task, toolz_build):
     patch = toolz_build / "patches" / "partial.patch"
     args = ("score", str(toolz_task), str(patch), "--sandbox", "local", "--json")
-    alone = _proctor(*args, cwd=workdir, env={**os.environ, "PROCTOR_DAEMON": "0"})
+    alone = _proctor(*args, cwd=tmp_path, env=_alone(env))
     assert alone.returncode == 0, alone.stderr
-    assert _served(workdir) == 0
-    served = _proctor(*args, cwd=workdir)
+    assert _served(tmp_path, env) == 0
+    served = _proctor(*args, cwd=tmp_path, env=env)
     assert served.returncode == 0, served.stderr
-    assert _served(workdir) == 1
+    assert _served(tmp_path, env) == 1
     assert _stable(json.loads(served.stdout)) == _stable(json.loads(alone.stdout))
     assert json.loads(served.stdout)["reward"] == pytest.approx(0.6573, abs=1e-4)
     # the patch on standard input, the client's own
     piped = _proctor("score", str(toolz_task), "-", "--sandbox", "local", "--json",
-                     cwd=workdir, input=patch.read_text())
+                     cwd=tmp_path, env=env, input=patch.read_text())
     assert piped.returncode == 0, piped.stderr
-    assert _served(workdir) == 2
     assert json.loads(piped.stdout)["reward"] == json.loads(alone.stdout)["reward"]
-    # bad input: the same exit status and message both ways
-    missing = ("score", str(workdir / "no-such-task"), str(patch), "--sandbox", "local")
-    bad_alone = _proctor(*missing, cwd=workdir, env={**os.environ, "PROCTOR_DAEMON": "0"})
-    bad_served = _proctor(*missing, cwd=workdir)
-    assert bad_alone.returncode == bad_served.returncode == 2
-    assert bad_served.stderr == bad_alone.stderr and "no-such-task" in bad_served.stderr
-    assert _served(workdir) == 3
+    # bad input ends the runner at once: the same status and message both ways, once
+    missing = ("score", str(tmp_path / "no-such-task"), str(patch), "--sandbox", "local")
+    bad_alone = _proctor(*missing, cwd=tmp_path, env=_alone(env))
+    assert bad_alone.returncode == 2 and "no-such-task" in bad_alone.stderr
+    for _ in range(5):
+        bad = _proctor(*missing, cwd=tmp_path, env=env)
+        assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", bad_alone.stderr)
+    assert _served(tmp_path, env) == 7
 
 
 def _hanging_patch(make_toolz_patch, toolz_task) -> bytes:
@@ -102,18 +145,18 @@ def _hanging_patch(make_toolz_patch, toolz_task) -> bytes:
                                     "    time.sleep(1)\n")})
 
 
-def _sandbox_dirs() -> list[Path]:
-    return list(Path(os.environ["PROCTOR_SANDBOX_DIR"]).glob("proctor-*"))
+def _boxes(env: dict) -> list[str]:
+    return os.listdir(env["PROCTOR_SANDBOX_DIR"])
 
 
-def _start_and_signal(args, workdir, env, signum) -> subprocess.CompletedProcess:
+def _start_and_signal(args, cwd, env, signum) -> subprocess.CompletedProcess:
     """Start ``proctor score``; once its first sandbox exists, send ``signum``."""
-    proc = subprocess.Popen([sys.executable, "-m", "proctor", *args], cwd=workdir, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "proctor", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 120
-    while not _sandbox_dirs() and proc.poll() is None and time.monotonic() < end:
+    while not _boxes(env) and proc.poll() is None and time.monotonic() < end:
         time.sleep(0.01)
-    assert proc.poll() is None, proc.communicate()
+    assert _boxes(env) and proc.poll() is None, proc.communicate()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
@@ -122,65 +165,130 @@ def _start_and_signal(args, workdir, env, signum) -> subprocess.CompletedProcess
 @pytest.mark.local
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_client_ends_the_command_as_it_ends_a_process_of_its_own(
-        running, workdir, toolz_task, make_toolz_patch, tmp_path, signum):
+        running, tmp_path, env, toolz_task, make_toolz_patch, signum):
     patch_file = tmp_path / "hang.patch"
     patch_file.write_bytes(_hanging_patch(make_toolz_patch, toolz_task))
     args = ("score", str(toolz_task), str(patch_file), "--sandbox", "local")
-    alone = _start_and_signal(args, workdir, {**os.environ, "PROCTOR_DAEMON": "0"}, signum)
-    assert _sandbox_dirs() == []
-    served = _start_and_signal(args, workdir, dict(os.environ), signum)
-    assert _served(workdir) == 1
+    alone = _start_and_signal(args, tmp_path, _alone(env), signum)
+    assert _boxes(env) == []
+    served = _start_and_signal(args, tmp_path, env, signum)
+    assert _served(tmp_path, env) == 1
     assert served.returncode == alone.returncode != 0
-    assert _sandbox_dirs() == []  # the runner closed its sandboxes before it ended
+    assert _boxes(env) == []  # the runner closed its sandboxes before it ended
+
+
+def _watchers(proc: subprocess.Popen) -> list[str]:
+    return Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
 
 
 @pytest.mark.local
 def test_a_client_killed_ends_its_command_and_its_sandboxes(
-        running, workdir, toolz_task, make_toolz_patch, tmp_path):
+        running, tmp_path, env, toolz_task, make_toolz_patch):
     patch_file = tmp_path / "hang.patch"
     patch_file.write_bytes(_hanging_patch(make_toolz_patch, toolz_task))
     args = ("score", str(toolz_task), str(patch_file), "--sandbox", "local")
-    done = _start_and_signal(args, workdir, dict(os.environ), signal.SIGKILL)
+    done = _start_and_signal(args, tmp_path, env, signal.SIGKILL)
     assert done.returncode == -signal.SIGKILL
     end = time.monotonic() + 60
-    while _sandbox_dirs() and time.monotonic() < end:  # the runner was sent SIGTERM
-        time.sleep(0.1)
-    assert _sandbox_dirs() == []
+    while (_boxes(env) or _watchers(running)) and time.monotonic() < end:
+        time.sleep(0.1)  # the runner was sent SIGTERM, ends, and its watcher with it
+    assert _boxes(env) == [] and _watchers(running) == []
 
 
-def test_stop_idle_and_a_stale_socket(workdir):
-    proc = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run", "--idle", "300"],
-                            cwd=workdir, stdout=subprocess.PIPE, text=True)
-    path = proc.stdout.readline().split("serving on ")[1].strip()
-    assert "1 daemon(s) stopped" in _proctor("daemon", "stop", cwd=workdir).stdout
+@pytest.mark.local
+def test_a_command_the_client_stopped_waiting_for_runs_once(tmp_path, env, toolz_task,
+                                                            toolz_build):
+    """A daemon too slow to answer (stopped here): the client runs the command itself;
+    when the daemon goes on while the client still runs, the command it was handed is
+    killed before it did anything: one record, written once."""
+    proc, _ = _start(tmp_path, env, "--idle", "300")
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        with open(tmp_path / "out.txt", "w") as out:
+            client = subprocess.Popen(
+                [sys.executable, "-m", "proctor", "score", str(toolz_task),
+                 str(toolz_build / "patches" / "partial.patch"), "--sandbox", "local",
+                 "--json"], cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, text=True,
+                env={**env, "PROCTOR_DAEMON_WAIT_S": "1"})
+            end = time.monotonic() + 120
+            while not _boxes(env) and client.poll() is None and time.monotonic() < end:
+                time.sleep(0.01)  # the client gave up on the daemon and scores by itself
+            os.kill(proc.pid, signal.SIGCONT)
+            _, err = client.communicate(timeout=300)
+        assert client.returncode == 0, err
+        assert _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
+        end = time.monotonic() + 30
+        while _watchers(proc) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert _watchers(proc) == []
+        lines = (tmp_path / "out.txt").read_text().splitlines()
+        assert len(lines) == 1 and json.loads(lines[0])["reward"] == pytest.approx(
+            0.6573, abs=1e-4)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        _end(proc)
+
+
+def _fds(proc: subprocess.Popen) -> int:
+    return len(os.listdir(f"/proc/{proc.pid}/fd"))
+
+
+def test_bad_requests_and_other_kinds_of_process_are_declined_and_cost_nothing(
+        running, tmp_path, env):
+    path = running.socket_path
+    before = _fds(running)
+    for payload in (b"", b"\x00\x00\x00\x05{bad", b"\xff\xff\xff\xff", b"\x00\x00\x00\x02[]"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(path)
+            socket.send_fds(conn, [payload or b"x"], [0, 1, 2])
+            conn.shutdown(socket.SHUT_WR)
+            assert conn.recv(100) == b""  # closed without an answer
+    assert _fds(running) == before
+    # a client whose limits differ from the daemon's runs the command itself, alike
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    done = subprocess.run(
+        [sys.executable, "-m", "proctor", "score", str(tmp_path / "no-such-task"), "x.patch"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, nofile[1])))
+    assert done.returncode == 2 and "not found" in done.stderr
+    assert _served(tmp_path, env) == 0
+    assert _fds(running) == before
+
+
+def test_stop_idle_and_a_stale_socket(tmp_path, env):
+    proc, path = _start(tmp_path, env, "--idle", "300")
+    assert "1 daemon(s) stopped" in _proctor("daemon", "stop", cwd=tmp_path, env=env).stdout
     assert proc.wait(timeout=30) == 0
     assert not os.path.exists(path)
-    assert _proctor("daemon", "status", cwd=workdir).returncode == 1
-    # idle: ends on its own
-    idle = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run", "--idle", "1"],
-                            cwd=workdir, stdout=subprocess.PIPE, text=True)
-    assert "serving on" in idle.stdout.readline()
+    assert _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 1
+    # idle: ends on its own; asking for its status does not keep it up
+    idle, path = _start(tmp_path, env, "--idle", "2")
+    assert _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
     assert idle.wait(timeout=30) == 0
     assert not os.path.exists(path)
     # killed: its socket stays, and commands run on their own
-    killed = subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "run"],
-                              cwd=workdir, stdout=subprocess.PIPE, text=True)
-    assert "serving on" in killed.stdout.readline()
+    killed, path = _start(tmp_path, env)
     killed.kill()
     killed.wait(timeout=30)
     assert os.path.exists(path)
-    done = _proctor("score", str(workdir / "no-such-task"), "x.patch", cwd=workdir)
+    done = _proctor("score", str(tmp_path / "no-such-task"), "x.patch", cwd=tmp_path, env=env)
     assert done.returncode == 2 and "not found: x.patch" in done.stderr
-    os.unlink(path)
+    # a new daemon takes the stale socket over
+    again, path2 = _start(tmp_path, env)
+    assert path2 == path and _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
+    _end(again)
 
 
-def test_start_runs_one_daemon_in_the_background(workdir):
-    first = _proctor("daemon", "start", "--idle", "60", cwd=workdir)
-    assert first.returncode == 0 and "daemon started" in first.stdout, first.stderr
-    again = _proctor("daemon", "start", cwd=workdir)
-    assert "already runs" in again.stdout
-    assert _proctor("daemon", "status", cwd=workdir).returncode == 0
-    assert "1 daemon(s) stopped" in _proctor("daemon", "stop", cwd=workdir).stdout
+def test_start_runs_one_daemon_in_the_background(tmp_path, env):
+    first = _proctor("daemon", "start", "--idle", "60", cwd=tmp_path, env=env)
+    try:
+        assert first.returncode == 0 and "daemon started" in first.stdout, first.stderr
+        again = _proctor("daemon", "start", cwd=tmp_path, env=env)
+        assert "already runs" in again.stdout
+        assert _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
+    finally:
+        stopped = _proctor("daemon", "stop", "--all", cwd=tmp_path, env=env).stdout
+    assert "1 daemon(s) stopped" in stopped
 
 
 def test_the_key_follows_the_code_and_the_keyed_environment(tmp_path):
@@ -190,29 +298,40 @@ def test_the_key_follows_the_code_and_the_keyed_environment(tmp_path):
     env = {"PROCTOR_CACHE_DIR": "/a", "PATH": "/bin", "TERM": "xterm"}
     key = daemon.daemon_key(env, str(package))
     assert daemon.daemon_key(env, str(package)) == key
-    # unkeyed variables and the switch itself: the runner gets them, the key ignores them
-    assert daemon.daemon_key({**env, "TERM": "dumb", "COLUMNS": "80", "PROCTOR_DAEMON": "1"},
-                             str(package)) == key
+    # unkeyed variables and the switches themselves: the runner gets them, the key not
+    assert daemon.daemon_key({**env, "TERM": "dumb", "COLUMNS": "80", "PROCTOR_DAEMON": "1",
+                              "PROCTOR_DAEMON_WAIT_S": "3"}, str(package)) == key
     for changed in ({"PROCTOR_CACHE_DIR": "/b"}, {"PYTHONPATH": "/x"}, {"LC_ALL": "C"},
                     {"PROCTOR_MAX_SANDBOXES": "1"}, {"DOCKER_HOST": "unix:///x"}):
         assert daemon.daemon_key({**env, **changed}, str(package)) != key, changed
-    # any file of the package: changed, added, removed
+    # any file of the package: changed, added, removed; a dangling link is no error
     module = package / "task.py"
     module.write_text(module.read_text() + "\n")
     changed_key = daemon.daemon_key(env, str(package))
     assert changed_key != key
+    (package / ".#cli.py").symlink_to("root@host.123:456")  # an editor's lock file
+    linked = daemon.daemon_key(env, str(package))
+    assert linked not in (key, changed_key)
     (package / "new.py").write_text("")
-    assert daemon.daemon_key(env, str(package)) not in (key, changed_key)
-    # the socket is named by the key, in a directory of this user alone
+    assert daemon.daemon_key(env, str(package)) not in (key, changed_key, linked)
     assert daemon.socket_path(key).endswith(f"/{key}.sock")
 
 
 def test_a_socket_directory_others_can_enter_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    where = Path(daemon.socket_dir())
-    where.mkdir(mode=0o755)
-    where.chmod(0o755)
-    with pytest.raises(daemon.DaemonError, match="0700"):
-        daemon.serve("k" * 24, 1.0)
-    (where / f"{daemon.daemon_key()}.sock").touch()
-    assert daemon.run_in_daemon(["proctor", "score", "--help"]) is None
+    run = tempfile.mkdtemp(prefix="pdt-", dir="/tmp")
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+        where = Path(daemon.socket_dir())
+        where.mkdir()
+        where.chmod(0o755)
+        with pytest.raises(daemon.DaemonError, match="0700"):
+            daemon.serve("k" * 24, 1.0)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(where / f"{daemon.daemon_key()}.sock"))
+            listener.listen(1)
+            listener.settimeout(0.5)
+            assert daemon.run_in_daemon(["proctor", "score", "--help"]) is None
+            with pytest.raises(TimeoutError):  # the client never connected
+                listener.accept()
+    finally:
+        shutil.rmtree(run, ignore_errors=True)

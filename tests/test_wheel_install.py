@@ -99,7 +99,7 @@ def test_wheel_ships_every_package_file(wheel):
                                                        "openrlhf"}
     with zipfile.ZipFile(wheel) as zf:
         (entry_points,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
-        assert "proctor = proctor.cli:app" in zf.read(entry_points).decode()
+        assert "proctor = proctor.launcher:main" in zf.read(entry_points).decode()
 
 
 def _venv_with(wheel: Path, root: Path) -> Path:
