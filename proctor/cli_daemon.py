@@ -53,7 +53,8 @@ def start_command(
 ) -> None:
     """Start this environment's daemon in the background (nothing if one runs). From then
     on, ``proctor score`` in this environment (same code, interpreter and keyed variables:
-    see ``proctor daemon status``) runs in it."""
+    see ``proctor daemon status``) runs in it. Started as ``python -m proctor``, it serves
+    the clients started so from the same directory (the first entry of ``sys.path``)."""
     key = daemon.daemon_key()
     found = daemon.ask("status", key)
     if found:
@@ -104,6 +105,7 @@ def run_command(
 def _preload() -> None:
     """Import what ``proctor score`` imports and load what it loads on first use
     (detect-secrets' plugins), so that its runners start with none of it left."""
+    import ctypes  # noqa: F401
     import multiprocessing  # noqa: F401
     import netrc  # noqa: F401
     import pkgutil  # noqa: F401
@@ -136,6 +138,9 @@ def status_command() -> None:
         raise typer.Exit(1)
     out.print(f"daemon pid {found['pid']}: {found['served']} served, up {found['up_s']} s, "
               f"ends after {found['idle_s']:g} s idle; {daemon.socket_path(key)}")
+    if not found.get("serves_you", True):
+        out.print("but not this process: its groups, namespaces, cgroup, limits, nice value "
+                  "or CPU affinity differ from the daemon's (its commands run on their own)")
 
 
 @daemon_app.command("stop")

@@ -42,7 +42,9 @@ from __future__ import annotations
 import fcntl
 import gc
 import hashlib
+import io
 import json
+import math
 import os
 import select
 import signal
@@ -108,6 +110,7 @@ def package_fingerprint(root: str) -> str:
     digest = hashlib.sha256()
     entries = []
     stack = [root]
+    seen = {os.path.realpath(root)}
     while stack:
         top = stack.pop()
         try:
@@ -121,8 +124,11 @@ def package_fingerprint(root: str) -> str:
                 continue
             rel = os.path.relpath(entry.path, root)
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
+                if entry.is_dir(follow_symlinks=True):
+                    real = os.path.realpath(entry.path)
+                    if real not in seen:  # a linked directory counts, once (no loops)
+                        seen.add(real)
+                        stack.append(entry.path)
                     continue
                 st = entry.stat(follow_symlinks=True)
                 entries.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}")
@@ -199,20 +205,32 @@ def _own_dir(path: str, create: bool) -> bool:
             and st.st_mode & 0o077 == 0)
 
 
+#: The lines of ``/proc/<pid>/status`` in :func:`process_kind`.
+_STATUS_KIND = ("Gid", "Groups", "Cpus_allowed_list", "Mems_allowed_list", "NoNewPrivs",
+                "Seccomp", "Seccomp_filters", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
 def process_kind(pid: int | str = "self") -> dict[str, str] | None:
     """What a command's process inherits beyond its environment, read from ``/proc/<pid>``:
-    group and groups, namespaces, cgroup, resource limits, nice value, CPU affinity. Two
-    processes with equal kinds run a command alike. None when it cannot be read."""
+    group and groups, capabilities, no-new-privileges and seccomp, namespaces, cgroup,
+    resource limits, OOM score adjustment, LSM label, nice value, CPU and memory
+    affinity. Two processes with equal kinds run a command alike (a Landlock domain is not
+    visible there). None when it cannot be read."""
     where = f"/proc/{pid}"
     try:
         with open(f"{where}/status") as f:
             status = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
-        kind = {"gid": status.get("Gid", ""), "groups": status.get("Groups", ""),
-                "nice": str(os.getpriority(os.PRIO_PROCESS, 0 if pid == "self" else int(pid))),
-                "cpus": status.get("Cpus_allowed_list", "")}
+        kind = {name: status.get(name, "") for name in _STATUS_KIND}
+        kind["nice"] = str(os.getpriority(os.PRIO_PROCESS, 0 if pid == "self" else int(pid)))
         for name in ("cgroup", "limits"):
             with open(f"{where}/{name}") as f:
                 kind[name] = f.read()
+        for name in ("oom_score_adj", "attr/current"):
+            try:
+                with open(f"{where}/{name}") as f:
+                    kind[name] = f.read()
+            except OSError:  # not on this kernel (attr/current without an LSM: EINVAL)
+                kind[name] = ""
         for ns in sorted(os.listdir(f"{where}/ns")):
             kind[f"ns/{ns}"] = os.readlink(f"{where}/ns/{ns}")
     except (OSError, ValueError):
@@ -223,9 +241,15 @@ def process_kind(pid: int | str = "self") -> dict[str, str] | None:
 # ---- the client -------------------------------------------------------------------------
 
 
+class _Interrupted(Exception):
+    """A forwarded signal came before the daemon took the command: the command runs here."""
+
+
 class _Forwarder:
-    """The client's handlers of the forwarded signals: before ``go``, signals are kept;
-    after, each one is sent to the watcher (and the ones kept first)."""
+    """The client's handlers of the forwarded signals. Before ``go``, a signal ends the
+    handshake (:class:`_Interrupted`; it is raised again once the handlers are back, and
+    the command runs here); after, each one is sent to the watcher. The signals this
+    process ignores stay ignored (and are ignored in the runner too)."""
 
     def __init__(self) -> None:
         self.conn: socket.socket | None = None
@@ -234,7 +258,7 @@ class _Forwarder:
         self.ignored = []
         for signum in FORWARDED:
             handler = signal.getsignal(signum)
-            if handler == signal.SIG_IGN:  # this process ignores it: so must the runner
+            if handler == signal.SIG_IGN:
                 self.ignored.append(int(signum))
                 continue
             self.previous[signum] = signal.signal(signum, self._handle)
@@ -242,71 +266,114 @@ class _Forwarder:
     def _handle(self, signum, _frame) -> None:
         if self.conn is None:
             self.kept.append(signum)
+            if len(self.kept) == 1:  # once: the handshake ends, the rest is kept for later
+                raise _Interrupted
             return
         try:
             self.conn.sendall(f"signal {signum}\n".encode())
         except OSError:
             pass
 
-    def forward_to(self, conn: socket.socket) -> None:
-        """From now on, signals go to the watcher over ``conn``."""
-        self.conn = conn
-        for signum in self.kept:
-            self._handle(signum, None)
-        self.kept.clear()
+    def take(self, conn: socket.socket) -> None:
+        """Send ``go``; from then on, signals go to the watcher. No signal is handled
+        between the two (held meanwhile): a command is taken exactly when ``go`` is sent.
 
-    def restore(self, replay: bool) -> None:
-        """The previous handlers back; ``replay``: the signals kept are raised again (the
-        command runs here after all)."""
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-        if replay:
-            for signum in self.kept:
-                signal.raise_signal(signum)
+        Raises:
+            OSError: ``go`` could not be sent (the command was not taken).
+        """
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        try:
+            conn.sendall(b"go\n")
+            self.conn = conn
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+
+    def restore(self) -> None:
+        """The previous handlers back (signals held while they change)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        try:
+            for signum, handler in self.previous.items():
+                signal.signal(signum, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+
+    def replay(self) -> None:
+        """The signals kept, raised again (once the handlers are back: the command runs
+        here after all)."""
+        for signum in self.kept:
+            signal.raise_signal(signum)
 
 
 def run_in_daemon(argv: list[str]) -> int | None:
     """Run ``proctor`` with ``argv`` (``argv[0]`` the program name) in this environment's
     daemon, if one runs: its exit status (a runner ended by a signal of
     :data:`ENDED_ALIKE` ends this process by the same signal), or None when no daemon took
-    it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined or did
-    not answer in time), and the caller runs the command itself. Once a daemon took it,
-    it never runs here too. The command's output goes straight to this process's standard
-    output and error."""
+    it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined, did
+    not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), or a signal came first),
+    and the caller runs the command itself. Once a daemon took it, it never runs here too.
+    The command's output goes straight to this process's standard output and error."""
     if os.environ.get(DISABLE_ENV) == "0":
         return None
     try:
         path = socket_path()
-        wait_s = float(os.environ.get(WAIT_ENV) or START_TIMEOUT_S)
-    except (OSError, ValueError):  # no key to be had: run it here
+        wait_s = _wait_s(os.environ.get(WAIT_ENV))
+    except (OSError, ValueError):  # no key to be had, a bad wait: run it here
         return None
     if not os.path.exists(path) or not _own_dir(os.path.dirname(path), create=False):
         return None
+    deadline = time.monotonic() + wait_s
     forwarder = _Forwarder()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    taken = False
     try:
-        conn.settimeout(wait_s)
+        conn.settimeout(_left(deadline))
         conn.connect(path)
         body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
                            "umask": _umask(), "ignored": forwarder.ignored}).encode()
+        conn.settimeout(_left(deadline))
         socket.send_fds(conn, [_HEADER.pack(len(body)) + body], [0, 1, 2])
-        reader = conn.makefile("rb")
-        if reader.readline() != b"ready\n":
-            return None
+        lines = _Lines(conn)
+        conn.settimeout(_left(deadline))
+        if lines.read() != b"ready":
+            raise ConnectionError("declined")
         conn.settimeout(None)
-        conn.sendall(b"go\n")
-        taken = True
-        forwarder.forward_to(conn)
-        line = reader.readline().decode(errors="replace").strip()
+        forwarder.take(conn)
+    except (OSError, _Interrupted):  # a stale socket, a daemon gone, slow, declining
+        forwarder.restore()
+        conn.close()
+        forwarder.replay()
+        return None
+    try:  # the command is the daemon's now
+        line = (lines.read() or b"").decode(errors="replace").strip()
     except OSError:
-        if not taken:  # a stale socket, a daemon gone, stuck or too slow: run it here
-            return None
         line = ""
     finally:
         conn.close()
-        forwarder.restore(replay=not taken)
+        forwarder.restore()
     return _ended(line)
+
+
+def _left(deadline: float) -> float:
+    """Seconds to ``deadline`` for one socket operation.
+
+    Raises:
+        TimeoutError: it has passed.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the daemon did not answer in time")
+    return left
+
+
+def _wait_s(text: str | None) -> float:
+    """:data:`WAIT_ENV`'s seconds (default :data:`START_TIMEOUT_S`).
+
+    Raises:
+        ValueError: not a finite number of seconds >= 0.
+    """
+    wait_s = float(text) if text else START_TIMEOUT_S
+    if not math.isfinite(wait_s) or wait_s < 0:
+        raise ValueError(f"{WAIT_ENV}={text!r}: seconds >= 0 expected")
+    return wait_s
 
 
 def _ended(line: str) -> int:
@@ -318,11 +385,13 @@ def _ended(line: str) -> int:
         signum = int(value)
         if signum in ENDED_ALIKE:
             sys.stdout.flush()
-            signal.signal(signum, signal.SIG_DFL)
-            signal.raise_signal(signum)
+            if signum != signal.SIGKILL:  # its handler cannot be set
+                signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         return 128 + signum
-    sys.stderr.write("proctor: the daemon lost the command's exit status; run it again "
-                     "with PROCTOR_DAEMON=0\n")
+    sys.stderr.write("proctor: the daemon lost the command's exit status (it may have run, "
+                     "or may still be ending); to run it apart from the daemon: "
+                     "PROCTOR_DAEMON=0\n")
     return 3
 
 
@@ -388,6 +457,8 @@ class _Server:
         self.stopping: list[int] = []
         self.previous = {s: signal.signal(s, lambda signum, _f: self.stopping.append(signum))
                          for s in (signal.SIGTERM, signal.SIGINT)}
+        # ignored, children would be reaped unseen: no watcher could report its runner's end
+        self.previous[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.watchers: set[int] = set()
         self.started = self.last = time.monotonic()
         self.served = 0
@@ -440,9 +511,11 @@ class _Server:
             conn.sendall(b"stopping\n")
             return "stop"
         if req.argv == ["--status"]:
+            alike = self.kind is not None and process_kind(peer) == self.kind
             conn.sendall((json.dumps({"pid": self.me, "key": self.key, "served": self.served,
                                       "up_s": round(time.monotonic() - self.started, 1),
-                                      "idle_s": self.idle_s}) + "\n").encode())
+                                      "idle_s": self.idle_s, "serves_you": alike})
+                          + "\n").encode())
             return None
         import threading
 
@@ -552,42 +625,80 @@ def _take_request(conn: socket.socket) -> Request | None:
 
 
 def _watch(conn: socket.socket, req: Request) -> Request:
-    """In the watcher: fork the runner (which gets ``req`` back to run once released),
-    tell the client ``ready``, release the runner on its ``go``, forward its signals,
-    report how the runner ended, and end. Returns only in the runner."""
-    fds = list(_PASSED)
-    gate_r, gate_w = os.pipe()
+    """In the watcher: fork the runner (which gets ``req`` back to run once released);
+    once the runner is set up, tell the client ``ready`` (``busy`` if it could not be), let
+    the runner go on the client's ``go``, forward its signals, report how the runner ended,
+    and end. Returns only in the runner; the watcher always ends in here."""
     try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a terminal's hangup is not ours
+        fds = list(_PASSED)
+        set_r, set_w = os.pipe()
+        gate_r, gate_w = os.pipe()
         runner = os.fork()
-    except OSError:
+    except BaseException:
         os._exit(1)
     if runner == 0:
-        try:
-            conn.close()
-            os.close(gate_w)
-            _become_client(req, fds)
-            released = os.read(gate_r, 1) == b"g"
-            os.close(gate_r)
-        except BaseException:  # the daemon's fault: said on the client's stderr (or the log)
-            import traceback
+        return _runner(conn, req, fds, set_w, gate_r, (set_r, gate_w))
+    try:
+        for fd in (set_w, gate_r, *fds):
+            os.close(fd)
+        _serve_client(conn, req, runner, set_r, gate_w)
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
 
-            os.write(2, ("proctor daemon: cannot run the command:\n"
-                         + traceback.format_exc()).encode(errors="replace"))
-            os._exit(1)
-        if not released:  # the client did not take it: nothing ran
-            os._exit(1)
-        return req
-    os.close(gate_r)
-    for fd in fds:
-        os.close(fd)
+
+def _runner(conn, req: Request, fds: list[int], set_w: int, gate_r: int,
+            others: tuple[int, int]) -> Request:
+    """In the runner: become the client's process, say so to the watcher, wait to be let
+    go (ended at once, nothing run, if not)."""
+    try:
+        conn.close()
+        for fd in others:
+            os.close(fd)
+        _die_with_parent()
+        _become_client(req, fds)
+        os.write(set_w, b"s")
+        os.close(set_w)
+        released = os.read(gate_r, 1) == b"g"
+        os.close(gate_r)
+    except BaseException:  # the daemon's fault: said in its log (the watcher answers busy)
+        os._exit(70)
+    if not released:  # the client did not take it: nothing ran
+        os._exit(70)
+    return req
+
+
+def _die_with_parent() -> None:
+    """SIGTERM to this process when its parent (the watcher) ends: a runner never outlives
+    the one process that reports its end to the client."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # it ended before the request took hold
+        os._exit(70)
+
+
+def _serve_client(conn: socket.socket, req: Request, runner: int, set_r: int,
+                  gate_w: int) -> None:
+    """The watcher's dialogue with the client (see :func:`_watch`)."""
     released = False
-    lines = _Lines(conn)
     try:
-        wait_s = float(req.env.get(WAIT_ENV) or START_TIMEOUT_S)
-    except ValueError:
-        wait_s = START_TIMEOUT_S
-    try:
+        set_up = os.read(set_r, 1) == b"s"
+        os.close(set_r)
+        try:
+            wait_s = _wait_s(req.env.get(WAIT_ENV))
+        except ValueError:
+            wait_s = START_TIMEOUT_S
         conn.settimeout(wait_s + 5.0)
+        if not set_up:  # the runner could not become the client's: it runs the command
+            conn.sendall(b"busy\n")
+            raise ConnectionError("the runner could not be set up")
+        lines = _Lines(conn)
         conn.sendall(b"ready\n")
         if lines.read() != b"go":
             raise ConnectionError("the client did not take the command")
@@ -606,8 +717,7 @@ def _watch(conn: socket.socket, req: Request) -> Request:
             os.waitpid(runner, 0)
         except ChildProcessError:
             pass
-        os._exit(1)
-    os._exit(0)
+        raise
 
 
 class _Lines:
@@ -689,16 +799,17 @@ def _become_client(req: Request, fds: list[int]) -> None:
     streams over them), its directory, environment, umask, argv and time zone; signals as a
     fresh interpreter has them, but those the client ignores, and the forwarded ones
     blocked until :func:`unblock_signals`."""
-    import io
     import tempfile
 
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     os.setsid()
     unbuffered = bool(getattr(sys.stdout, "write_through", False))  # ``python -u``
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    errors = getattr(sys.stdout, "errors", None) or "strict"
     for old in (sys.stdout, sys.stderr):
         try:
             old.flush()
-        except (OSError, ValueError):
+        except (AttributeError, OSError, ValueError):
             pass
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
     for fd in fds:
@@ -706,15 +817,16 @@ def _become_client(req: Request, fds: list[int]) -> None:
     for target, fd in enumerate(high):
         os.dup2(fd, target)
         os.close(fd)
-    encoding = sys.stdout.encoding or "utf-8"
+    # as the interpreter opens them: "\n" kept as is, stdout line-buffered on a terminal,
+    # stderr line-buffered, both unbuffered with ``-u``
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                 encoding=encoding, errors=sys.stdin.errors or "strict")
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-                                  encoding=encoding, errors=sys.stdout.errors or "strict",
-                                  line_buffering=os.isatty(1), write_through=unbuffered)
-    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                                  encoding=encoding, errors="backslashreplace",
-                                  line_buffering=True, write_through=unbuffered)
+                                 encoding=encoding, errors=errors, newline="\n")
+    sys.stdout = io.TextIOWrapper(_writer(1, unbuffered), encoding=encoding, errors=errors,
+                                  newline="\n", line_buffering=os.isatty(1) and not unbuffered,
+                                  write_through=unbuffered)
+    sys.stderr = io.TextIOWrapper(_writer(2, unbuffered), encoding=encoding,
+                                  errors="backslashreplace", newline="\n",
+                                  line_buffering=not unbuffered, write_through=unbuffered)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     os.chdir(req.cwd)
     os.environ.clear()
@@ -728,6 +840,11 @@ def _become_client(req: Request, fds: list[int]) -> None:
         signal.signal(signum, signal.SIG_DFL)
     for signum in req.ignored:
         signal.signal(signum, signal.SIG_IGN)
+
+
+def _writer(fd: int, unbuffered: bool):
+    raw = io.FileIO(fd, "w", closefd=False)
+    return raw if unbuffered else io.BufferedWriter(raw)
 
 
 def unblock_signals() -> None:

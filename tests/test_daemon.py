@@ -42,6 +42,10 @@ def env(tmp_path) -> dict[str, str]:
     yield {**os.environ, "XDG_RUNTIME_DIR": run, "PROCTOR_SANDBOX_DIR": boxes}
     shutil.rmtree(run, ignore_errors=True)
     left = os.listdir(boxes)
+    from proctor.sandbox.bwrap_backend import remove_dir
+
+    for name in left:  # unmounts a leaked local sandbox's tmpfs areas first
+        remove_dir(Path(boxes) / name)
     shutil.rmtree(boxes, ignore_errors=True)
     assert left == [], f"sandbox dirs left behind: {left}"
 
@@ -131,7 +135,8 @@ def test_a_score_in_the_daemon_is_the_score_of_a_process_of_its_own(
     # bad input ends the runner at once: the same status and message both ways, once
     missing = ("score", str(tmp_path / "no-such-task"), str(patch), "--sandbox", "local")
     bad_alone = _proctor(*missing, cwd=tmp_path, env=_alone(env))
-    assert bad_alone.returncode == 2 and "no-such-task" in bad_alone.stderr
+    # (rich wraps a long path on the console's width: compare the message unwrapped)
+    assert bad_alone.returncode == 2 and "no-such-task" in bad_alone.stderr.replace("\n", "")
     for _ in range(5):
         bad = _proctor(*missing, cwd=tmp_path, env=env)
         assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", bad_alone.stderr)
@@ -250,9 +255,28 @@ def test_bad_requests_and_other_kinds_of_process_are_declined_and_cost_nothing(
         [sys.executable, "-m", "proctor", "score", str(tmp_path / "no-such-task"), "x.patch"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, nofile[1])))
-    assert done.returncode == 2 and "not found" in done.stderr
+    assert done.returncode == 2 and "not found" in done.stderr.replace("\n", "")
+    status = subprocess.run(
+        [sys.executable, "-m", "proctor", "daemon", "status"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, nofile[1])))
+    assert "but not this process" in status.stdout
+    # a wait that is no number of seconds: the client runs the command itself
+    for wait in ("nan", "-1", "soon"):
+        done = _proctor("score", str(tmp_path / "no-such-task"), "x.patch", cwd=tmp_path,
+                        env={**env, "PROCTOR_DAEMON_WAIT_S": wait})
+        assert done.returncode == 2 and "not found" in done.stderr.replace("\n", "")
     assert _served(tmp_path, env) == 0
     assert _fds(running) == before
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGKILL, -signal.SIGKILL),
+                                           (signal.SIGTERM, -signal.SIGTERM),
+                                           (signal.SIGSEGV, 128 + signal.SIGSEGV)])
+def test_a_runner_ended_by_a_signal_ends_its_client_alike_but_for_a_crash(signum, status):
+    code = ("import sys; from proctor import daemon; "
+            f"sys.exit(daemon._ended('signal {int(signum)}'))")
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == status
 
 
 def test_stop_idle_and_a_stale_socket(tmp_path, env):
@@ -272,7 +296,7 @@ def test_stop_idle_and_a_stale_socket(tmp_path, env):
     killed.wait(timeout=30)
     assert os.path.exists(path)
     done = _proctor("score", str(tmp_path / "no-such-task"), "x.patch", cwd=tmp_path, env=env)
-    assert done.returncode == 2 and "not found: x.patch" in done.stderr
+    assert done.returncode == 2 and "not found: x.patch" in done.stderr.replace("\n", "")
     # a new daemon takes the stale socket over
     again, path2 = _start(tmp_path, env)
     assert path2 == path and _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
