@@ -90,6 +90,11 @@ def run_command(
     """Run this environment's daemon in the foreground (``start`` runs this in the
     background; a supervisor may run it directly). Ends when idle, on ``stop``, SIGTERM or
     SIGINT."""
+    if not daemon.LAUNCHED:
+        err.print("[red]error[/red]: this `proctor` does not run through proctor.launcher:main "
+                  "(an install older than its code?): reinstall the package, then start the "
+                  "daemon again")
+        raise typer.Exit(3)
     _preload()
     key = daemon.daemon_key()
     try:

@@ -855,6 +855,9 @@ def unblock_signals() -> None:
 
 #: The request a runner was forked for, handed from ``proctor daemon run`` to the launcher.
 _HANDED: list[Request] = []
+#: Non-empty when this process runs under :func:`proctor.launcher.main`, which runs a
+#: handed-over request (an entry point that does not would end every runner unrun).
+LAUNCHED: list[bool] = []
 
 
 def hand_over(req: Request) -> None:

@@ -22,13 +22,13 @@ def main() -> None:
         code = daemon.run_in_daemon(list(sys.argv))
         if code is not None:
             sys.exit(code)
+    from proctor import daemon
     from proctor.cli import app
 
+    daemon.LAUNCHED[:] = [True]  # ``daemon run`` may serve: its runners come back here
     try:
         app(prog_name="proctor")
     except SystemExit:
-        from proctor import daemon
-
         request = daemon.take_request()
         if request is None:  # any command but a daemon's runner ending
             raise

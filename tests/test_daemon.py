@@ -359,3 +359,12 @@ def test_a_socket_directory_others_can_enter_is_refused(tmp_path, monkeypatch):
                 listener.accept()
     finally:
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_daemon_is_refused_under_an_entry_point_that_would_not_run_its_commands(tmp_path):
+    """``daemon run`` under ``proctor.cli:app`` itself (an old console script, say): its
+    runners would end without running anything, so it does not start."""
+    code = "from proctor.cli import app; app(['daemon', 'run', '--idle', '1'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 3 and "proctor.launcher" in done.stderr.replace("\n", " ")
