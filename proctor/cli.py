@@ -22,11 +22,12 @@ from proctor.cli_datasets import export_app, gate_command, import_app, mine_comm
 from proctor.cli_report import report_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
+from proctor.input_files import InputFileError, read_input
 
 if TYPE_CHECKING:  # imported where used: not every command needs pydantic's models
     from proctor.record import RewardRecord
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   help="Decomposed, tamper-resistant rewards for coding-agent patches.")
 task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate tasks.")
 image_app = typer.Typer(no_args_is_help=True,
@@ -41,7 +42,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(export_app, name="export")
 app.add_typer(daemon_app, name="daemon")
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages: whole lines, whatever the width
 
 EXIT_BELOW, EXIT_CONFIG, EXIT_INFRA = 1, 2, 3
 
@@ -181,20 +182,16 @@ def score(  # noqa: C901, PLR0913
         err.print("give a patch file or --completion FILE (one of them)")
         raise typer.Exit(EXIT_CONFIG)
     source = patch if patch is not None else completion
-    if str(source) == "-":
-        data = typer.get_binary_stream("stdin").read()
-    elif source.is_file():
-        data = source.read_bytes()
-    else:
-        err.print(f"{'patch' if patch is not None else 'completion'} file not found: {source}")
-        raise typer.Exit(EXIT_CONFIG)
     said = {}
-    for name, path in (("message", message_file), ("transcript", transcript)):
-        if path is not None and not path.is_file():
-            err.print(f"--{'message-file' if name == 'message' else name} not found: {path}")
-            raise typer.Exit(EXIT_CONFIG)
-        if path is not None:  # bytes: a file that is not UTF-8 is the record's to say
-            said[name] = path.read_bytes()
+    try:
+        data = read_input(source, "patch file" if patch is not None else "completion file")
+        for name, path in (("message", message_file), ("transcript", transcript)):
+            if path is not None:  # bytes: a file that is not UTF-8 is the record's to say
+                said[name] = read_input(path, "--message-file" if name == "message"
+                                        else "--transcript")
+    except InputFileError as exc:
+        err.print(escape(str(exc)))
+        raise typer.Exit(EXIT_CONFIG) from None
     judged = _judge(judge, judge_entry, judge_timeout)
     if completion is not None:
         if judged is not None:

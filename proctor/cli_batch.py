@@ -99,7 +99,7 @@ def batch_command(
     )
     from proctor.report import ReportDependencyError
 
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(), Console(stderr=True, soft_wrap=True)
     try:
         items = read_rollouts(rollouts, tasks)
     except OSError as exc:

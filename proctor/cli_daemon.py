@@ -13,11 +13,12 @@ import typer
 from rich.console import Console
 
 from proctor import cache_dirs, daemon
+from proctor.file_lock import file_lock
 
 daemon_app = typer.Typer(no_args_is_help=True, help="A warm process for `proctor score`: "
                          "starts each score with every module already imported.")
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages: whole lines, whatever the width
 #: Seconds ``daemon start`` waits for the daemon to answer.
 START_WAIT_S = 60.0
 
@@ -29,6 +30,13 @@ def _entry() -> list[str]:
     if os.path.basename(sys.argv[0]) == "__main__.py":
         return [sys.executable, *subprocess._args_from_interpreter_flags(), "-m", "proctor"]
     return [sys.argv[0]]
+
+
+def _program() -> str:
+    """This command as the user typed it (``proctor`` or ``python -m proctor``)."""
+    if os.path.basename(sys.argv[0]) == "__main__.py":
+        return f"{os.path.basename(sys.executable)} -m proctor"
+    return os.path.basename(sys.argv[0])
 
 
 def as_runner() -> None:
@@ -43,7 +51,8 @@ def as_runner() -> None:
             continue
         for attr, value in list(vars(module).items()):
             if isinstance(value, Console):
-                setattr(module, attr, Console(stderr=value.stderr))
+                setattr(module, attr,
+                        Console(stderr=value.stderr, soft_wrap=value.soft_wrap))
 
 
 @daemon_app.command("start")
@@ -56,12 +65,17 @@ def start_command(
     see ``proctor daemon status``) runs in it. Started as ``python -m proctor``, it serves
     the clients started so from the same directory (the first entry of ``sys.path``)."""
     key = daemon.daemon_key()
+    logs = cache_dirs.daemon_logs()
+    logs.mkdir(parents=True, exist_ok=True)
+    with file_lock(logs / f"{key}.start.lock"):  # starts at once: one daemon, one pid said
+        _start(key, idle, logs)
+
+
+def _start(key: str, idle: float, logs) -> None:
     found = daemon.ask("status", key)
     if found:
         out.print(f"a daemon already runs for this environment (pid {found['pid']})")
         return
-    logs = cache_dirs.daemon_logs()
-    logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{key}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([*_entry(), "daemon", "run", "--idle", str(idle)],
@@ -135,11 +149,18 @@ def _preload() -> None:
 def status_command() -> None:
     """Whether a daemon runs for this environment: its pid, requests served, seconds up.
     Exit 1 when none does."""
+    parts = daemon.key_parts()
     key = daemon.daemon_key()
     found = daemon.ask("status", key)
     if not found:
-        out.print(f"no daemon for this environment (key {key}); `proctor daemon start` "
+        out.print(f"no daemon for this environment (key {key}); `{_program()} daemon start` "
                   "starts one")
+        for other in daemon.running_keys():
+            theirs = daemon.ask("status", other) if other != key else None
+            if theirs:
+                differ = daemon.differing_parts(parts, theirs.get("key_parts") or {})
+                out.print(f"daemon pid {theirs['pid']} runs for another environment; it "
+                          f"differs in: {', '.join(differ) or 'unknown (older code)'}")
         raise typer.Exit(1)
     out.print(f"daemon pid {found['pid']}: {found['served']} served, up {found['up_s']} s, "
               f"ends after {found['idle_s']:g} s idle; {daemon.socket_path(key)}")

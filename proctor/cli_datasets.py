@@ -12,10 +12,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from proctor.input_files import InputFileError, read_input
+
 import_app = typer.Typer(no_args_is_help=True,
                          help="Make tasks from datasets (SWE-bench rows and their variants).")
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages: whole lines, whatever the width
 
 
 @import_app.command("swebench")
@@ -287,12 +289,14 @@ def gate_command(  # noqa: PLR0913
         err.print(f"[red]error[/red]: --fail-on must be fail or warn, not {escape(fail_on)}")
         raise typer.Exit(2)
     said: dict = {}
-    for key, path in (("message", message_file), ("transcript", transcript)):
-        if path is not None and not path.is_file():
-            err.print(f"[red]error[/red]: {escape(str(path))} not found")
-            raise typer.Exit(2)
-        if path is not None:
-            said[key] = path.read_bytes()
+    try:
+        for key, path in (("message", message_file), ("transcript", transcript)):
+            if path is not None:
+                said[key] = read_input(path, "--message-file" if key == "message"
+                                       else "--transcript")
+    except InputFileError as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}")
+        raise typer.Exit(2) from None
     try:
         judged = Judge.from_options(judge, judge_entry, judge_timeout)
     except ValueError as exc:

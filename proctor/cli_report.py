@@ -30,7 +30,7 @@ def report_command(
 ) -> None:
     """Write an HTML report of a batch's rewards: plots, GRPO groups, slowest rollouts, a
     table of rollouts with drill-downs; it opens offline."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     from proctor.report import ReportDependencyError, ReportInputError, build_report, printable
 
     try:

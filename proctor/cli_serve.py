@@ -25,7 +25,7 @@ def serve_command(
 ) -> None:
     """Serve /v1/score, /v1/score_batch, OpenRLHF's /get_reward, /healthz, /metrics and a
     live page at / (in flight, queued, rollouts per minute, recent rewards and errors)."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         from proctor.http_server import make_server
     except ImportError as exc:

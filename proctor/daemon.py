@@ -70,6 +70,10 @@ UNKEYED = frozenset({DISABLE_ENV, WAIT_ENV})
 IDLE_S = 900.0
 #: Signals the client forwards to the runner.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Forwarded even when the client ignores them: ``proctor score`` handles them whatever it
+#: inherited (:func:`proctor.sandbox.cleanup.install_signal_handlers` closes its sandboxes
+#: and ends), so a runner must get them as a process of its own would.
+ALWAYS_FORWARDED = (signal.SIGINT, signal.SIGTERM)
 #: Signals by which the client, its runner ended by one, ends itself too (any other one, a
 #: crash's SIGSEGV say, is reported as exit 128 + N without a core of the client's own).
 ENDED_ALIKE = frozenset({*FORWARDED, signal.SIGKILL, signal.SIGPIPE, signal.SIGALRM,
@@ -146,12 +150,13 @@ def keyed_env(env: dict[str, str]) -> dict[str, str]:
             if k not in UNKEYED and (k in KEYED_ENV or k.startswith(KEYED_PREFIXES))}
 
 
-def daemon_key(env: dict[str, str] | None = None, package_root: str | None = None) -> str:
-    """The key of the daemon this process may use (hex, 24 characters): user, interpreter
-    and its flags (``sys.flags``, ``-W``, ``-X``), ``sys.path`` and the mtimes of its
-    ``site-packages`` directories, the package's files (:func:`package_fingerprint` of
-    ``package_root``, default this package) and :func:`keyed_env` of ``env`` (default
-    ``os.environ``)."""
+def key_parts(env: dict[str, str] | None = None,
+              package_root: str | None = None) -> dict[str, str]:
+    """What a daemon's key is made of, by name, each part as a short hash: ``user``,
+    ``interpreter`` (executable, version, ``sys.flags``, ``-W``, ``-X``), ``sys.path``,
+    ``site-packages`` (the mtimes of those on ``sys.path``), ``package files``
+    (:func:`package_fingerprint` of ``package_root``, default this package), and ``$NAME``
+    for each variable of :func:`keyed_env` of ``env`` (default ``os.environ``)."""
     env = dict(os.environ) if env is None else env
     root = package_root or os.path.dirname(os.path.abspath(__file__))
     mtimes = []
@@ -161,10 +166,30 @@ def daemon_key(env: dict[str, str] | None = None, package_root: str | None = Non
                 mtimes.append(os.stat(entry).st_mtime_ns)
             except OSError:
                 mtimes.append(None)
-    parts = [os.getuid(), sys.executable, sys.version, tuple(sys.flags), sys.warnoptions,
-             sorted(map(str, sys._xoptions.items())), sys.path, mtimes,
-             package_fingerprint(root), sorted(keyed_env(env).items())]
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
+    parts = {"user": os.getuid(),
+             "interpreter": [sys.executable, sys.version, tuple(sys.flags), sys.warnoptions,
+                             sorted(map(str, sys._xoptions.items()))],
+             "sys.path": sys.path, "site-packages": mtimes,
+             "package files": package_fingerprint(root)}
+    parts.update({f"${name}": value for name, value in sorted(keyed_env(env).items())})
+    return {name: _short_hash(value) for name, value in parts.items()}
+
+
+def daemon_key(env: dict[str, str] | None = None, package_root: str | None = None) -> str:
+    """The key of the daemon this process may use (hex, 24 characters): the hash of
+    :func:`key_parts` (same arguments)."""
+    return _short_hash(sorted(key_parts(env, package_root).items()))
+
+
+def differing_parts(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """The names of the :func:`key_parts` in which two processes differ (a variable set in
+    only one of them counts)."""
+    return sorted(name for name in mine.keys() | theirs.keys()
+                  if mine.get(name) != theirs.get(name))
+
+
+def _short_hash(value) -> str:
+    return hashlib.sha256(json.dumps(value, default=str).encode()).hexdigest()[:24]
 
 
 def socket_dir() -> str:
@@ -249,7 +274,8 @@ class _Forwarder:
     """The client's handlers of the forwarded signals. Before ``go``, a signal ends the
     handshake (:class:`_Interrupted`; it is raised again once the handlers are back, and
     the command runs here); after, each one is sent to the watcher. The signals this
-    process ignores stay ignored (and are ignored in the runner too)."""
+    process ignores are ignored in the runner too, and only those of
+    :data:`ALWAYS_FORWARDED` are forwarded all the same."""
 
     def __init__(self) -> None:
         self.conn: socket.socket | None = None
@@ -260,7 +286,8 @@ class _Forwarder:
             handler = signal.getsignal(signum)
             if handler == signal.SIG_IGN:
                 self.ignored.append(int(signum))
-                continue
+                if signum not in ALWAYS_FORWARDED:
+                    continue
             self.previous[signum] = signal.signal(signum, self._handle)
 
     def _handle(self, signum, _frame) -> None:
@@ -309,9 +336,10 @@ def run_in_daemon(argv: list[str]) -> int | None:
     daemon, if one runs: its exit status (a runner ended by a signal of
     :data:`ENDED_ALIKE` ends this process by the same signal), or None when no daemon took
     it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined, did
-    not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), or a signal came first),
-    and the caller runs the command itself. Once a daemon took it, it never runs here too.
-    The command's output goes straight to this process's standard output and error."""
+    not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), a signal came first, or
+    one of this process's standard streams is closed), and the caller runs the command
+    itself. Once a daemon took it, it never runs here too. The command's output goes
+    straight to this process's standard output and error."""
     if os.environ.get(DISABLE_ENV) == "0":
         return None
     try:
@@ -320,6 +348,8 @@ def run_in_daemon(argv: list[str]) -> int | None:
     except (OSError, ValueError):  # no key to be had, a bad wait: run it here
         return None
     if not os.path.exists(path) or not _own_dir(os.path.dirname(path), create=False):
+        return None
+    if not all(_is_open(fd) for fd in (0, 1, 2)):  # a closed stream is the command's to see
         return None
     deadline = time.monotonic() + wait_s
     forwarder = _Forwarder()
@@ -350,6 +380,14 @@ def run_in_daemon(argv: list[str]) -> int | None:
         conn.close()
         forwarder.restore()
     return _ended(line)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _left(deadline: float) -> float:
@@ -442,6 +480,7 @@ class _Server:
         self.key, self.path, self.idle_s = key, path, idle_s
         self.me = os.getpid()
         self.kind = process_kind()
+        self.parts = key_parts()
         tmp = f"{path}.{self.me}.tmp"
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -514,7 +553,8 @@ class _Server:
             alike = self.kind is not None and process_kind(peer) == self.kind
             conn.sendall((json.dumps({"pid": self.me, "key": self.key, "served": self.served,
                                       "up_s": round(time.monotonic() - self.started, 1),
-                                      "idle_s": self.idle_s, "serves_you": alike})
+                                      "idle_s": self.idle_s, "serves_you": alike,
+                                      "key_parts": self.parts})
                           + "\n").encode())
             return None
         import threading

@@ -112,6 +112,47 @@ def test_cli_missing_patch_file_exits_2(mini_task, tmp_path):
     assert "patch file not found" in result.output
 
 
+def test_cli_a_directory_as_patch_file_exits_2_and_says_so(mini_task, tmp_path):
+    result = CliRunner().invoke(app, ["score", str(mini_task), str(tmp_path)])
+    assert result.exit_code == 2
+    assert "patch file is a directory" in result.output
+    (tmp_path / "p.diff").write_bytes(MINI_PATCH)
+    said = CliRunner().invoke(app, ["score", str(mini_task), str(tmp_path / "p.diff"),
+                                    "--message-file", str(tmp_path)])
+    assert said.exit_code == 2 and "--message-file is a directory" in said.output
+
+
+def test_input_files_that_are_not_regular_files_are_read(tmp_path):
+    """``/dev/null``, a pipe (``<(cmd)`` gives ``/dev/fd/N``), an unreadable file, and
+    ``-`` with standard input closed: the bytes or a message naming the file."""
+    import os
+    import sys
+
+    from proctor.input_files import InputFileError, read_input
+
+    assert read_input("/dev/null", "patch file") == b""
+    r, w = os.pipe()
+    os.write(w, b"diff --git a/x b/x\n")
+    os.close(w)
+    try:
+        assert read_input(f"/proc/self/fd/{r}", "patch file") == b"diff --git a/x b/x\n"
+    finally:
+        os.close(r)
+    secret = tmp_path / "secret.diff"
+    secret.write_bytes(b"x")
+    secret.chmod(0)
+    if os.geteuid() != 0:  # root reads it anyway
+        with pytest.raises(InputFileError, match="cannot read patch file .*secret.diff"):
+            read_input(secret, "patch file")
+    saved = sys.stdin
+    try:
+        sys.stdin = None
+        with pytest.raises(InputFileError, match="standard input is closed"):
+            read_input("-", "patch file")
+    finally:
+        sys.stdin = saved
+
+
 def _set(text: str, old: str, new: str) -> str:
     assert text.count(old) == 1, old
     return text.replace(old, new)

@@ -141,6 +141,15 @@ def test_a_score_in_the_daemon_is_the_score_of_a_process_of_its_own(
         bad = _proctor(*missing, cwd=tmp_path, env=env)
         assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", bad_alone.stderr)
     assert _served(tmp_path, env) == 7
+    # standard input closed: the patch cannot be read from it, a usage error both ways
+    # (the daemon is not asked: the closed stream is the command's to see)
+    closed = [_proctor("score", str(toolz_task), "-", "--sandbox", "local", cwd=tmp_path,
+                       env=e, stdin=None, preexec_fn=lambda: os.close(0))
+              for e in (_alone(env), env)]
+    assert [(c.returncode, c.stdout) for c in closed] == [(2, ""), (2, "")]
+    assert closed[0].stderr == closed[1].stderr
+    assert "standard input is closed" in closed[0].stderr.replace("\n", " ")
+    assert _served(tmp_path, env) == 7
 
 
 def _hanging_patch(make_toolz_patch, toolz_task) -> bytes:
@@ -154,10 +163,13 @@ def _boxes(env: dict) -> list[str]:
     return os.listdir(env["PROCTOR_SANDBOX_DIR"])
 
 
-def _start_and_signal(args, cwd, env, signum) -> subprocess.CompletedProcess:
-    """Start ``proctor score``; once its first sandbox exists, send ``signum``."""
+def _start_and_signal(args, cwd, env, signum, ignored=False) -> subprocess.CompletedProcess:
+    """Start ``proctor score`` (``ignored``: with ``signum`` ignored, as a shell starts a
+    background job); once its first sandbox exists, send ``signum``."""
     proc = subprocess.Popen([sys.executable, "-m", "proctor", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=(lambda: signal.signal(signum, signal.SIG_IGN))
+                            if ignored else None)
     end = time.monotonic() + 120
     while not _boxes(env) and proc.poll() is None and time.monotonic() < end:
         time.sleep(0.01)
@@ -168,17 +180,22 @@ def _start_and_signal(args, cwd, env, signum) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.local
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(("signum", "ignored"), [(signal.SIGINT, False),
+                                               (signal.SIGTERM, False),
+                                               (signal.SIGINT, True)],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
 def test_a_signal_to_the_client_ends_the_command_as_it_ends_a_process_of_its_own(
-        running, tmp_path, env, toolz_task, make_toolz_patch, signum):
+        running, tmp_path, env, toolz_task, make_toolz_patch, signum, ignored):
     patch_file = tmp_path / "hang.patch"
     patch_file.write_bytes(_hanging_patch(make_toolz_patch, toolz_task))
     args = ("score", str(toolz_task), str(patch_file), "--sandbox", "local")
-    alone = _start_and_signal(args, tmp_path, _alone(env), signum)
+    alone = _start_and_signal(args, tmp_path, _alone(env), signum, ignored)
     assert _boxes(env) == []
-    served = _start_and_signal(args, tmp_path, env, signum)
+    served = _start_and_signal(args, tmp_path, env, signum, ignored)
     assert _served(tmp_path, env) == 1
     assert served.returncode == alone.returncode != 0
+    # SIGINT ends proctor score with 130 (KeyboardInterrupt), SIGTERM by the signal
+    assert alone.returncode == (130 if signum == signal.SIGINT else -signum)
     assert _boxes(env) == []  # the runner closed its sandboxes before it ended
 
 
@@ -304,12 +321,25 @@ def test_stop_idle_and_a_stale_socket(tmp_path, env):
 
 
 def test_start_runs_one_daemon_in_the_background(tmp_path, env):
-    first = _proctor("daemon", "start", "--idle", "60", cwd=tmp_path, env=env)
+    starts = [subprocess.Popen([sys.executable, "-m", "proctor", "daemon", "start", "--idle",
+                                "60"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    said = [p.communicate(timeout=120) for p in starts]
     try:
-        assert first.returncode == 0 and "daemon started" in first.stdout, first.stderr
+        assert [p.returncode for p in starts] == [0, 0, 0], said
+        # started at once: one starts it, the others find it; all name the same process
+        assert sum("daemon started" in o for o, _ in said) == 1, said
+        pids = {o.split("pid ")[1].split(";")[0].split(")")[0] for o, _ in said}
+        assert len(pids) == 1, said
         again = _proctor("daemon", "start", cwd=tmp_path, env=env)
-        assert "already runs" in again.stdout
+        assert "already runs" in again.stdout and f"pid {pids.pop()})" in again.stdout
         assert _proctor("daemon", "status", cwd=tmp_path, env=env).returncode == 0
+        # another environment: none of its own, and what differs from the one that runs
+        other = _proctor("daemon", "status", cwd=tmp_path, env={**env, "TZ": "UTC0"})
+        said = " ".join(other.stdout.split())  # as rich wrapped it: unwrapped
+        assert other.returncode == 1, other.stderr
+        assert "`python" in said and " -m proctor daemon start` starts one" in said
+        assert "differs in: $TZ" in said
     finally:
         stopped = _proctor("daemon", "stop", "--all", cwd=tmp_path, env=env).stdout
     assert "1 daemon(s) stopped" in stopped
@@ -329,10 +359,16 @@ def test_the_key_follows_the_code_and_the_keyed_environment(tmp_path):
                     {"PROCTOR_MAX_SANDBOXES": "1"}, {"DOCKER_HOST": "unix:///x"}):
         assert daemon.daemon_key({**env, **changed}, str(package)) != key, changed
     # any file of the package: changed, added, removed; a dangling link is no error
+    parts = daemon.key_parts(env, str(package))
+    assert daemon.differing_parts(parts, daemon.key_parts(
+        {**env, "PROCTOR_CACHE_DIR": "/b", "LC_ALL": "C"}, str(package))) == [
+            "$LC_ALL", "$PROCTOR_CACHE_DIR"]
     module = package / "task.py"
     module.write_text(module.read_text() + "\n")
     changed_key = daemon.daemon_key(env, str(package))
     assert changed_key != key
+    assert daemon.differing_parts(parts, daemon.key_parts(env, str(package))) == [
+        "package files"]
     (package / ".#cli.py").symlink_to("root@host.123:456")  # an editor's lock file
     linked = daemon.daemon_key(env, str(package))
     assert linked not in (key, changed_key)
