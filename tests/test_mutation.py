@@ -629,6 +629,15 @@ def test_control_choices_are_seeded_from_the_patch_and_the_task():
 
 
 def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
+    runner = _runner_module()
+    covering = {"pkg.mod.x_f": [1], "other.x_f": [2], "pkg.mod.x_g": [3]}
+    assert runner.resolve("pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("lib.pkg.mod.x_f", covering) == "pkg.mod.x_f"
+    assert runner.resolve("mod.x_g", covering) == "pkg.mod.x_g"
+    assert runner.resolve("nowhere.x_h", covering) == "nowhere.x_h"
+
+
+def _runner_module():
     import importlib.util
 
     from proctor.suites import INCONTAINER
@@ -637,11 +646,48 @@ def test_runner_resolves_a_module_name_guessed_with_the_wrong_layout():
                                                   INCONTAINER / "mutation_runner.py")
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
-    covering = {"pkg.mod.x_f": [1], "other.x_f": [2], "pkg.mod.x_g": [3]}
-    assert runner.resolve("pkg.mod.x_f", covering) == "pkg.mod.x_f"
-    assert runner.resolve("lib.pkg.mod.x_f", covering) == "pkg.mod.x_f"
-    assert runner.resolve("mod.x_g", covering) == "pkg.mod.x_g"
-    assert runner.resolve("nowhere.x_h", covering) == "nowhere.x_h"
+    return runner
+
+
+@pytest.mark.parametrize(("control_says", "settle", "judged"), [
+    ("K tests/test_a.py::test_x", True, ["m.x_f__mutmut_control"]),  # killed: decided
+    ("", True, ["m.x_f__mutmut_control"]),  # crashed (no verdict): decided
+    ("S", True, ["m.x_f__mutmut_control", "m.x_f__mutmut_1", "m.x_f__mutmut_2"]),
+    # a speculative pass: its verdicts may be redone with the killers, so none decides
+    ("K tests/test_a.py::test_x", False,
+     ["m.x_f__mutmut_control", "m.x_f__mutmut_1", "m.x_f__mutmut_2"]),
+])
+def test_a_control_whose_verdict_decides_the_step_ends_the_run(control_says, settle, judged):
+    """The control killed or crashed scores the step 0.0 whatever else is judged: the
+    runner writes no verdict after it (real forked children, one at a time)."""
+    import os
+
+    runner = _runner_module()
+    says = {"m.x_f__mutmut_control": control_says, "m.x_f__mutmut_1": "K t::a",
+            "m.x_f__mutmut_2": "S"}
+
+    class Session(runner.MutationSession):
+        def fork(self, name, tests):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child answers as a mutant's child would, then ends
+                os.write(w, says[name].encode())
+                os._exit(0)
+            os.close(w)
+            return r, pid
+
+    out = []
+    session = Session({"workers": 1, "timeout_factor": 10, "timeout_constant": 5,
+                       "contention": 1}, adapter=None, out=out.append)
+    queue = [{"name": "m.x_f__mutmut_control", "function": "m.x_f", "control": True},
+             {"name": "m.x_f__mutmut_1", "function": "m.x_f"},
+             {"name": "m.x_f__mutmut_2", "function": "m.x_f"}]
+    session.run_mutants(queue, {"m.x_f": [[0.1, 0, None]]}, 60.0, settle=settle)
+    assert [line.get("control") or line.get("mutant") for line in out[:-1]] == judged
+    assert "done" in out[-1]
+    assert runner.settles(queue[0], "timeout") is False  # a first timeout is retried
+    assert runner.settles(dict(queue[0], retry=True), "timeout") is True
+    assert runner.settles(queue[1], "killed") is False  # only the control decides
 
 
 # ----------------------------------------------------------- skipped when it cannot matter

@@ -37,6 +37,9 @@ while code that hangs under mutation testing hangs again (its first line then ha
 its first run is judged after the first pass: a timeout as before, or, when the control
 needed its retry, by a run with the same longer timeout (else code that sleeps just past
 the first timeout in every forked child turns every mutant into a "killed" timeout).
+A control killed, crashed or timed out on its retry decides the step (the harness scores it
+0.0 whatever else is judged): the runner stops there, the children still running killed
+and no other verdict written (:func:`settles`).
 
 Verdicts (one JSON line each, ``{"mutant", "verdict", ...}``): ``killed``, ``timeout`` (the
 child was killed at its timeout; counts as killed), ``survived``, ``no_tests`` (no passing
@@ -178,6 +181,7 @@ class MutationSession:
     def __init__(self, spec, adapter, out):
         self.spec, self.adapter, self.out = spec, adapter, out
         self.spec_at = T_START  # when the spec arrived (set by main)
+        self.settled = False  # the control's verdict decided the step (see settles)
 
     def emit(self, obj):
         self.out(obj)
@@ -261,8 +265,8 @@ class MutationSession:
         first = {}
         emit, self.emit = self.emit, lambda obj: first.__setitem__(
             obj.get("mutant") or obj.get("control") or "", obj)
-        try:
-            self.run_mutants(queue, covering, float(self.spec["budget_s"]))
+        try:  # every verdict may be redone with the killers: none settles the step yet
+            self.run_mutants(queue, covering, float(self.spec["budget_s"]), settle=False)
         finally:
             self.emit = emit
         final = read_spec_line()
@@ -270,14 +274,19 @@ class MutationSession:
             return
         may_kill = self.killer_filter(final)
         redo = []
+        settled = False
         for mutant in queue:
             line = first.get(mutant["name"])
             if line is not None and not line.get("retrying") and (
                     line["verdict"] in ("survived", "no_tests")
                     or line["verdict"] == "killed" and may_kill(line.get("killer") or "")):
                 self.emit(line)
+                settled = settled or settles(mutant, line["verdict"])
             else:
                 redo.append(mutant)
+        if settled:  # the control killed by a killer: the step is decided
+            self.emit({"done": first.get("", {}).get("done", {"duration_s": 0.0})})
+            return
         kept = {fn: [t for t in tests if may_kill(t[2].nodeid)]
                 for fn, tests in covering.items()}
         self.run_mutants(redo, {fn: t for fn, t in kept.items() if t},
@@ -356,15 +365,22 @@ class MutationSession:
                 covering.setdefault(fn, []).append([duration, idx])
         return covering, failed
 
-    def run_mutants(self, queue, covering, budget_s):  # noqa: C901
-        spec = self.spec
+    def run_mutants(self, queue, covering, budget_s, settle=True):  # noqa: C901
+        """Judge ``queue``'s mutants; ``settle``: stop once the control's verdict decides
+        the step (:func:`settles`), the children still running killed unjudged."""
         start = time.monotonic()
         budget_end = start + budget_s
         running = {}  # read fd -> (pid, mutant, started, deadline, timeout_s)
         pending = list(queue)
         held = []  # mutants that timed out on their first run: judged once the control is
         extended = False  # the control needed its longer retry: so do they
+        self.settled = False
         while pending or running or held:
+            if settle and self.settled:  # the step's result is the control's: 0.0
+                for fd, (pid, *_rest) in running.items():
+                    self.kill(pid)
+                    os.close(fd)
+                break
             if not pending and not running:  # first pass done: judge the held ones now
                 if extended:
                     pending = [dict(m, retry=True) for m, _, _ in held]
@@ -373,23 +389,8 @@ class MutationSession:
                         self.verdict(mutant, "timeout", elapsed, timeout)
                 held = []
                 continue
-            while pending and len(running) < int(spec["workers"]):
-                mutant = pending.pop(0)
-                key = resolve(mutant["function"], covering)
-                tests = covering.get(key, [])
-                if not tests:
-                    self.verdict(mutant, "no_tests", 0.0)
-                    continue
-                if time.monotonic() >= budget_end:
-                    self.verdict(mutant, "not_run", 0.0)
-                    continue
-                timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
-                           + float(spec["timeout_constant"])) * float(spec["contention"]) \
-                    * (CONTROL_RETRY_SCALE if mutant.get("retry") else 1.0)
-                name = key + mutant["name"][len(mutant["function"]):]
-                fd, pid = self.fork(name, [t[2] for t in tests])
-                now = time.monotonic()
-                running[fd] = (pid, mutant, now, min(now + timeout, budget_end), timeout)
+            while pending and len(running) < int(self.spec["workers"]):
+                self.start_mutant(pending.pop(0), covering, running, budget_end)
             if not running:
                 continue
             wait = max(0.0, min(r[3] for r in running.values()) - time.monotonic())
@@ -427,6 +428,27 @@ class MutationSession:
                     continue
                 self.verdict(mutant, "timeout" if own else "not_run", now - started, timeout)
         self.emit({"done": {"duration_s": round(time.monotonic() - start, 3)}})
+
+    def start_mutant(self, mutant, covering, running, budget_end):
+        """Fork ``mutant``'s child into ``running`` (read fd -> (pid, mutant, started,
+        deadline, timeout_s)), or write its verdict at once: ``no_tests`` when no test
+        covers its function, ``not_run`` past ``budget_end``."""
+        spec = self.spec
+        key = resolve(mutant["function"], covering)
+        tests = covering.get(key, [])
+        if not tests:
+            self.verdict(mutant, "no_tests", 0.0)
+            return
+        if time.monotonic() >= budget_end:
+            self.verdict(mutant, "not_run", 0.0)
+            return
+        timeout = (float(spec["timeout_factor"]) * sum(t[0] for t in tests)
+                   + float(spec["timeout_constant"])) * float(spec["contention"]) \
+            * (CONTROL_RETRY_SCALE if mutant.get("retry") else 1.0)
+        name = key + mutant["name"][len(mutant["function"]):]
+        fd, pid = self.fork(name, [t[2] for t in tests])
+        now = time.monotonic()
+        running[fd] = (pid, mutant, now, min(now + timeout, budget_end), timeout)
 
     def fork(self, name, tests):
         r, w = _pipe()
@@ -473,7 +495,16 @@ class MutationSession:
                 "timeout_s": None if timeout is None else round(timeout, 3), "killer": killer}
         if retrying or mutant.get("retry"):
             line["retrying" if retrying else "retried"] = True
+        self.settled = self.settled or settles(mutant, verdict)
         self.emit(line)
+
+
+def settles(mutant, verdict):
+    """Whether this verdict decides the step: the control (the original code) killed,
+    crashed, or timed out on its longer retry. The harness scores the step 0.0 then,
+    whatever the other mutants' verdicts, so none is judged after it."""
+    return bool(mutant.get("control")) and (
+        verdict in ("killed", "crashed") or verdict == "timeout" and bool(mutant.get("retry")))
 
 
 _SPEC_INPUT = []  # the harness's spec pipe, once moved off stdin
