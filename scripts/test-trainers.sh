@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Tests with the real trainer frameworks: tests/trainers/ run by the python of each cached venv.
 #
-#   bash scripts/test-trainers.sh [NAME...] [-- PYTEST_ARGS...]
+#   bash scripts/test-trainers.sh [--prepare] [NAME...] [-- PYTEST_ARGS...]
+#
+# --prepare: only build (or check) the venvs, run no test; .ci/run does it in the background
+# while the main suite runs, so a fresh machine's venv builds (~4.5 min) cost no wall time.
 #
 # NAME is a requirements file under scripts/trainers/ (default: all of them, i.e. trl-verl and
 # openrlhf). Each gets a venv ${PROCTOR_TRAINER_VENVS:-~/.cache/proctor/trainer-venvs}/NAME-HASH,
@@ -22,6 +25,8 @@ root=${PROCTOR_TRAINER_VENVS:-$HOME/.cache/proctor/trainer-venvs}
 base_python=${PROCTOR_TRAINER_PYTHON:-python3}
 torch_pin="torch==2.13.0"
 
+prepare=0
+if [[ ${1:-} == "--prepare" ]]; then prepare=1; shift; fi
 names=()
 while [[ $# -gt 0 && $1 != "--" ]]; do names+=("$1"); shift; done
 [[ ${1:-} == "--" ]] && shift
@@ -134,6 +139,11 @@ print(pathlib.Path(proctor.__file__).resolve().parents[1])' 2>/dev/null || true)
     log "$name: venv built in $(( $(date +%s) - start )) s"
   fi
   touch "$venv/.proctor-complete"
+  if (( prepare )); then
+    exec {lock}>&-
+    log "$name: venv ready"
+    continue
+  fi
   flock -s "$lock"
   prune_stale "$name" "$venv"
   log "$name: running tests/trainers"
