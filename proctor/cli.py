@@ -175,13 +175,16 @@ def score(  # noqa: C901, PLR0913
     """Score one patch: components, penalties, total and a PASS/WARN/FAIL verdict.
 
     Exit codes: 0 scored, 1 scored but below --fail-under, 2 bad usage or task
-    configuration, 3 infrastructure error."""
+    configuration, 3 infrastructure error (or the record could not be written)."""
     from proctor.harness.pipeline.score import score as score_patch
 
     if (patch is None) == (completion is None):
         err.print("give a patch file or --completion FILE (one of them)")
         raise typer.Exit(EXIT_CONFIG)
     source = patch if patch is not None else completion
+    if output is not None and not output.parent.is_dir():  # before the score, not after
+        err.print(escape(f"--output: no directory {output.parent} to write {output.name} in"))
+        raise typer.Exit(EXIT_CONFIG)
     said = {}
     try:
         data = read_input(source, "patch file" if patch is not None else "completion file")
@@ -202,12 +205,18 @@ def score(  # noqa: C901, PLR0913
     else:
         rec = score_patch(task, data, image=image, rollout_id=rollout_id, sandbox=sandbox,
                           judge=judged, **said)
-    if output:
-        output.write_text(rec.to_json() + "\n")
-    if as_json:
-        print(rec.to_json())
-    else:
-        _render(rec)
+    where = output
+    try:  # a full disk, a full stdout: said, not a traceback
+        if output:
+            output.write_text(rec.to_json() + "\n")
+        where = "standard output"
+        if as_json:
+            print(rec.to_json(), flush=True)
+        else:
+            _render(rec)
+    except OSError as exc:
+        err.print(escape(f"cannot write the record to {where}: {exc.strerror or exc}"))
+        raise typer.Exit(EXIT_INFRA) from None
     if rec.status == "error":
         raise typer.Exit(EXIT_CONFIG if rec.error.kind == TaskConfigError.kind else EXIT_INFRA)
     if fail_under is not None and rec.verdict.score < fail_under:

@@ -9,6 +9,7 @@ temp dir is left (``no_leaks``).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -110,6 +111,31 @@ def test_cli_missing_patch_file_exits_2(mini_task, tmp_path):
     result = CliRunner().invoke(app, ["score", str(mini_task), str(tmp_path / "nope.diff")])
     assert result.exit_code == 2
     assert "patch file not found" in result.output
+
+
+def test_cli_a_record_that_cannot_be_written_is_said_never_a_traceback(mini_task, tmp_path):
+    """An --output in no directory: a usage error before the score. A full disk or a full
+    standard output once scored: exit 3 and the message (the empty patch: no sandbox)."""
+    import subprocess
+    import sys
+
+    empty = tmp_path / "empty.diff"
+    empty.write_bytes(b"")
+    nowhere = CliRunner().invoke(app, ["score", str(mini_task), str(empty), "-o",
+                                       str(tmp_path / "no-dir" / "rec.json")])
+    assert nowhere.exit_code == 2 and "--output: no directory" in nowhere.output
+    full = CliRunner().invoke(app, ["score", str(mini_task), str(empty), "-o", "/dev/full"])
+    assert full.exit_code == 3, full.output
+    assert "cannot write the record to /dev/full: No space left on device" in full.output
+    for args in ([], ["--json"]):
+        with open("/dev/full", "w") as stdout:
+            done = subprocess.run([sys.executable, "-m", "proctor", "score", str(mini_task),
+                                   str(empty), *args], stdout=stdout, stderr=subprocess.PIPE,
+                                  text=True, env={**os.environ, "PROCTOR_DAEMON": "0"},
+                                  timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert done.stderr.strip() == ("cannot write the record to standard output: No space "
+                                       "left on device")
 
 
 def test_cli_a_directory_as_patch_file_exits_2_and_says_so(mini_task, tmp_path):

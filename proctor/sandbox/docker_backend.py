@@ -104,6 +104,10 @@ def writable_mounts(limits: Limits) -> dict[str, str]:
     }
 
 
+#: Images (by id) whose ``/work`` tmpfs is mode 1777 as made (this process's observation).
+_STICKY_WORK_IMAGES: set[str] = set()
+
+
 @register("docker")
 class DockerSandbox(Sandbox):
     """A container from ``image`` (tag or id); ``ttl_s`` sets the expiry label (seconds from
@@ -133,11 +137,7 @@ class DockerSandbox(Sandbox):
                 binds = {}
                 self._container = self._create(image, ttl_s, binds)
             self.image_id = self._container.attrs.get("Image")  # no extra image lookup
-            # the engine gives a tmpfs over an image directory that directory's mode
-            code, _, err = self._exec_io(["chmod", "1777", "/work"], None, "0:0", 0)
-            if code != 0:
-                self.close()
-                raise InfraError(f"cannot make /work sticky: {err.decode(errors='replace')}")
+            self._make_work_sticky()
             for inside, host in (mounts or {}).items():
                 if inside not in binds:  # the engine cannot see our files: copy them
                     self.put_tree(inside, Path(host), read_only=True)
@@ -147,6 +147,25 @@ class DockerSandbox(Sandbox):
         except BaseException:
             self.close()
             raise
+
+    def _make_work_sticky(self) -> None:
+        """``/work`` mode 1777. The engine gives a tmpfs over an image directory that
+        directory's mode, whatever the mount's ``mode=`` says: the sandbox image has it
+        (Dockerfile.sandbox), another image may not. Checked in the first sandbox of each
+        image (and changed there when needed); an image whose ``/work`` was 1777 already
+        needs no command in its later sandboxes (:data:`_STICKY_WORK_IMAGES`).
+
+        Raises:
+            InfraError: the command failed.
+        """
+        if self.image_id and self.image_id in _STICKY_WORK_IMAGES:
+            return
+        code, out, err = self._exec_io(["sh", "-c", 'stat -c %a /work; chmod 1777 /work'],
+                                       None, "0:0", 64)
+        if code != 0:
+            raise InfraError(f"cannot make /work sticky: {err.decode(errors='replace')}")
+        if out.strip() == b"1777" and self.image_id:
+            _STICKY_WORK_IMAGES.add(self.image_id)
 
     def _can_bind(self) -> bool:
         """The engine runs on this host (a local socket): it sees our directories."""
