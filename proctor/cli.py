@@ -7,7 +7,10 @@ configuration, 3 infrastructure error.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +25,7 @@ from proctor.cli_datasets import export_app, gate_command, import_app, mine_comm
 from proctor.cli_report import report_command
 from proctor.cli_serve import serve_command
 from proctor.errors import InfraError, ProctorError, TaskConfigError
-from proctor.input_files import InputFileError, read_input
+from proctor.input_files import InputFileError, is_open, read_input
 
 if TYPE_CHECKING:  # imported where used: not every command needs pydantic's models
     from proctor.record import RewardRecord
@@ -41,7 +44,6 @@ app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(export_app, name="export")
 app.add_typer(daemon_app, name="daemon")
-out = Console()
 err = Console(stderr=True, soft_wrap=True)  # messages: whole lines, whatever the width
 
 EXIT_BELOW, EXIT_CONFIG, EXIT_INFRA = 1, 2, 3
@@ -49,6 +51,35 @@ EXIT_BELOW, EXIT_CONFIG, EXIT_INFRA = 1, 2, 3
 
 def _exit_for(exc: ProctorError) -> int:
     return EXIT_CONFIG if isinstance(exc, TaskConfigError) else EXIT_INFRA
+
+
+def _unwritable(output: Path | None) -> str | None:
+    """Why the record could not be delivered (None: it can): ``--output`` a directory or in
+    no directory, or no ``--output`` and standard output closed."""
+    if output is None:
+        if sys.stdout is None or not is_open(1):
+            return "standard output is closed and no --output is given: nowhere to write the record"
+        return None
+    if output.is_dir():
+        return f"--output is a directory: {output}"
+    if not output.parent.is_dir():
+        return f"--output: no directory {output.parent} to write {output.name} in"
+    return None
+
+
+class _Out(Console):
+    """Standard output's console: a reader gone (``| head -1``) is an :class:`OSError` the
+    command reports (exit 3, as ``--json`` does), not rich's silent exit 1 (the status of a
+    score below ``--fail-under``)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more is written at exit
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+out = _Out()
 
 
 def _render(rec: RewardRecord) -> None:
@@ -182,8 +213,14 @@ def score(  # noqa: C901, PLR0913
         err.print("give a patch file or --completion FILE (one of them)")
         raise typer.Exit(EXIT_CONFIG)
     source = patch if patch is not None else completion
-    if output is not None and not output.parent.is_dir():  # before the score, not after
-        err.print(escape(f"--output: no directory {output.parent} to write {output.name} in"))
+    unwritable = _unwritable(output)
+    if unwritable:  # before the score, not after
+        err.print(escape(unwritable))
+        raise typer.Exit(EXIT_CONFIG)
+    stdin_readers = [str(p) for p in (source, message_file, transcript) if str(p) == "-"]
+    if len(stdin_readers) > 1:
+        err.print("only one of the patch (or --completion), --message-file and --transcript "
+                  "can be read from standard input ('-')")
         raise typer.Exit(EXIT_CONFIG)
     said = {}
     try:

@@ -17,7 +17,7 @@ from proctor.file_lock import file_lock
 
 daemon_app = typer.Typer(no_args_is_help=True, help="A warm process for `proctor score`: "
                          "starts each score with every module already imported.")
-out = Console()
+out = Console(soft_wrap=True)  # messages only: whole lines, whatever the width
 err = Console(stderr=True, soft_wrap=True)  # messages: whole lines, whatever the width
 #: Seconds ``daemon start`` waits for the daemon to answer.
 START_WAIT_S = 60.0
@@ -52,7 +52,7 @@ def as_runner() -> None:
         for attr, value in list(vars(module).items()):
             if isinstance(value, Console):
                 setattr(module, attr,
-                        Console(stderr=value.stderr, soft_wrap=value.soft_wrap))
+                        type(value)(stderr=value.stderr, soft_wrap=value.soft_wrap))
 
 
 @daemon_app.command("start")

@@ -79,6 +79,9 @@ ALWAYS_FORWARDED = (signal.SIGINT, signal.SIGTERM)
 ENDED_ALIKE = frozenset({*FORWARDED, signal.SIGKILL, signal.SIGPIPE, signal.SIGALRM,
                          signal.SIGUSR1, signal.SIGUSR2})
 START_TIMEOUT_S = 10.0
+#: Paths that mean this process's own descriptors (process substitution gives
+#: ``/dev/fd/63``): a command naming one runs in the client, where they are.
+OWN_PATHS = ("/dev/fd/", "/proc/self/", "/proc/thread-self/")
 #: The request's size limit (argv and environment) and the seconds it may take to arrive.
 MAX_REQUEST = 4 * 1024 * 1024
 REQUEST_TIMEOUT_S = 5.0
@@ -336,8 +339,9 @@ def run_in_daemon(argv: list[str]) -> int | None:
     daemon, if one runs: its exit status (a runner ended by a signal of
     :data:`ENDED_ALIKE` ends this process by the same signal), or None when no daemon took
     it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined, did
-    not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), a signal came first, or
-    one of this process's standard streams is closed), and the caller runs the command
+    not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), a signal came first, one
+    of this process's standard streams is closed, or ``argv`` names one of its descriptors:
+    :data:`OWN_PATHS`), and the caller runs the command
     itself. Once a daemon took it, it never runs here too. The command's output goes
     straight to this process's standard output and error."""
     if os.environ.get(DISABLE_ENV) == "0":
@@ -351,6 +355,8 @@ def run_in_daemon(argv: list[str]) -> int | None:
         return None
     if not all(_is_open(fd) for fd in (0, 1, 2)):  # a closed stream is the command's to see
         return None
+    if any(mark in arg for arg in argv for mark in OWN_PATHS):
+        return None  # ``<(cmd)`` names a descriptor of this process, which no runner has
     deadline = time.monotonic() + wait_s
     forwarder = _Forwarder()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

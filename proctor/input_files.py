@@ -49,7 +49,7 @@ def read_input(path: Path | str, what: str) -> bytes:
 def _read_stdin(what: str) -> bytes:
     stream = getattr(sys.stdin, "buffer", None)
     try:
-        if stream is None or not _is_open(0):
+        if stream is None or not is_open(0):
             raise InputFileError(f"{what} is '-' but standard input is closed")
         return stream.read()
     except OSError as exc:
@@ -57,7 +57,8 @@ def _read_stdin(what: str) -> bytes:
                              f"{exc.strerror or exc}") from None
 
 
-def _is_open(fd: int) -> bool:
+def is_open(fd: int) -> bool:
+    """Whether this process has descriptor ``fd`` open."""
     try:
         os.fstat(fd)
     except OSError:

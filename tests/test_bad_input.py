@@ -127,15 +127,36 @@ def test_cli_a_record_that_cannot_be_written_is_said_never_a_traceback(mini_task
     full = CliRunner().invoke(app, ["score", str(mini_task), str(empty), "-o", "/dev/full"])
     assert full.exit_code == 3, full.output
     assert "cannot write the record to /dev/full: No space left on device" in full.output
+    a_dir = CliRunner().invoke(app, ["score", str(mini_task), str(empty), "-o", str(tmp_path)])
+    assert a_dir.exit_code == 2 and "--output is a directory" in a_dir.output
+    env = {**os.environ, "PROCTOR_DAEMON": "0"}
+    cmd = [sys.executable, "-m", "proctor", "score", str(mini_task), str(empty)]
     for args in ([], ["--json"]):
         with open("/dev/full", "w") as stdout:
-            done = subprocess.run([sys.executable, "-m", "proctor", "score", str(mini_task),
-                                   str(empty), *args], stdout=stdout, stderr=subprocess.PIPE,
-                                  text=True, env={**os.environ, "PROCTOR_DAEMON": "0"},
-                                  timeout=120)
+            done = subprocess.run([*cmd, *args], stdout=stdout, stderr=subprocess.PIPE,
+                                  text=True, env=env, timeout=120)
         assert done.returncode == 3, done.stderr
         assert done.stderr.strip() == ("cannot write the record to standard output: No space "
                                        "left on device")
+        # the reader gone (``| head -1``): the same status and message, table or JSON
+        proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        proc.stdout.close()
+        gone = proc.stderr.read()
+        assert proc.wait(timeout=120) == 3, gone
+        assert gone.strip() == "cannot write the record to standard output: Broken pipe"
+    # standard output closed and no --output: said before the score
+    closed = subprocess.run(cmd, stdout=None, stderr=subprocess.PIPE, text=True, env=env,
+                            timeout=120, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2
+    assert "standard output is closed and no --output is given" in closed.stderr
+
+
+def test_cli_one_input_at_most_is_read_from_stdin(mini_task, tmp_path):
+    for extra in (["--message-file", "-"], ["--transcript", "-"]):
+        res = CliRunner().invoke(app, ["score", str(mini_task), "-", *extra], input="")
+        assert res.exit_code == 2
+        assert "can be read from standard input" in res.output
 
 
 def test_cli_a_directory_as_patch_file_exits_2_and_says_so(mini_task, tmp_path):

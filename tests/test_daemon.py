@@ -150,6 +150,18 @@ def test_a_score_in_the_daemon_is_the_score_of_a_process_of_its_own(
     assert closed[0].stderr == closed[1].stderr
     assert "standard input is closed" in closed[0].stderr.replace("\n", " ")
     assert _served(tmp_path, env) == 7
+    # the patch through a descriptor of the client's (``<(cat patch)``): scored there
+    r, w = os.pipe()
+    os.write(w, patch.read_bytes())
+    os.close(w)
+    try:
+        own_fd = _proctor("score", str(toolz_task), f"/dev/fd/{r}", "--sandbox", "local",
+                          "--json", cwd=tmp_path, env=env, pass_fds=(r,))
+    finally:
+        os.close(r)
+    assert own_fd.returncode == 0, own_fd.stderr
+    assert json.loads(own_fd.stdout)["reward"] == json.loads(alone.stdout)["reward"]
+    assert _served(tmp_path, env) == 7
 
 
 def _hanging_patch(make_toolz_patch, toolz_task) -> bytes:
@@ -343,6 +355,27 @@ def test_start_runs_one_daemon_in_the_background(tmp_path, env):
     finally:
         stopped = _proctor("daemon", "stop", "--all", cwd=tmp_path, env=env).stdout
     assert "1 daemon(s) stopped" in stopped
+
+
+def test_score_heeds_sigint_and_sigterm_from_its_start_even_inherited_ignored():
+    """A shell's background job starts with SIGINT ignored: ``proctor score`` takes the
+    default actions back before anything else, so a signal ends it the same way at any
+    moment, daemon or not (its sandboxes' cleanup installs its handlers later)."""
+    from proctor import launcher
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for signum in saved:
+            signal.signal(signum, signal.SIG_IGN)
+        launcher._heed_stop_signals()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        handler = signal.getsignal(signal.SIGINT)
+        launcher._heed_stop_signals()  # a handler of its own is left alone
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def test_the_key_follows_the_code_and_the_keyed_environment(tmp_path):
