@@ -14,6 +14,10 @@ import stat
 import sys
 from pathlib import Path
 
+#: Bytes read at most (a score's own limits on a patch, a message or a transcript are far
+#: lower, and judged by the score): beyond, ``/dev/zero`` say, nothing is read into memory.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
 
 class InputFileError(ValueError):
     """The file cannot be read; ``str(exc)`` is the message for the user."""
@@ -26,7 +30,8 @@ def read_input(path: Path | str, what: str) -> bytes:
 
     Raises:
         InputFileError: standard input is closed, the path does not exist, is a directory,
-            or reading it failed (permissions, an I/O error); the message says which.
+            holds more than :data:`MAX_INPUT_BYTES`, or reading it failed (permissions, an
+            I/O error); the message says which.
     """
     if str(path) == "-":
         return _read_stdin(what)
@@ -41,9 +46,16 @@ def read_input(path: Path | str, what: str) -> bytes:
         raise InputFileError(f"{what} is a directory, not a file: {path}")
     try:
         with open(path, "rb") as fh:
-            return fh.read()
+            return _bounded(fh.read(MAX_INPUT_BYTES + 1), what, path)
     except OSError as exc:
         raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def _bounded(data: bytes, what: str, where) -> bytes:
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputFileError(f"{what} {where} holds more than {MAX_INPUT_BYTES >> 20} MiB: "
+                             "not read")
+    return data
 
 
 def _read_stdin(what: str) -> bytes:
@@ -51,7 +63,7 @@ def _read_stdin(what: str) -> bytes:
     try:
         if stream is None or not is_open(0):
             raise InputFileError(f"{what} is '-' but standard input is closed")
-        return stream.read()
+        return _bounded(stream.read(MAX_INPUT_BYTES + 1), what, "(standard input)")
     except OSError as exc:
         raise InputFileError(f"cannot read {what} from standard input: "
                              f"{exc.strerror or exc}") from None

@@ -178,6 +178,8 @@ def test_input_files_that_are_not_regular_files_are_read(tmp_path):
     from proctor.input_files import InputFileError, read_input
 
     assert read_input("/dev/null", "patch file") == b""
+    with pytest.raises(InputFileError, match=r"patch file /dev/zero holds more than 256 MiB"):
+        read_input("/dev/zero", "patch file")  # never read whole
     r, w = os.pipe()
     os.write(w, b"diff --git a/x b/x\n")
     os.close(w)
