@@ -70,10 +70,6 @@ UNKEYED = frozenset({DISABLE_ENV, WAIT_ENV})
 IDLE_S = 900.0
 #: Signals the client forwards to the runner.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-#: Forwarded even when the client ignores them: ``proctor score`` handles them whatever it
-#: inherited (:func:`proctor.sandbox.cleanup.install_signal_handlers` closes its sandboxes
-#: and ends), so a runner must get them as a process of its own would.
-ALWAYS_FORWARDED = (signal.SIGINT, signal.SIGTERM)
 #: Signals by which the client, its runner ended by one, ends itself too (any other one, a
 #: crash's SIGSEGV say, is reported as exit 128 + N without a core of the client's own).
 ENDED_ALIKE = frozenset({*FORWARDED, signal.SIGKILL, signal.SIGPIPE, signal.SIGALRM,
@@ -277,8 +273,8 @@ class _Forwarder:
     """The client's handlers of the forwarded signals. Before ``go``, a signal ends the
     handshake (:class:`_Interrupted`; it is raised again once the handlers are back, and
     the command runs here); after, each one is sent to the watcher. The signals this
-    process ignores are ignored in the runner too, and only those of
-    :data:`ALWAYS_FORWARDED` are forwarded all the same."""
+    process ignores stay ignored (and are ignored in the runner too); ``proctor score``
+    ignores neither SIGINT nor SIGTERM (:func:`proctor.launcher.main` takes them back)."""
 
     def __init__(self) -> None:
         self.conn: socket.socket | None = None
@@ -289,8 +285,7 @@ class _Forwarder:
             handler = signal.getsignal(signum)
             if handler == signal.SIG_IGN:
                 self.ignored.append(int(signum))
-                if signum not in ALWAYS_FORWARDED:
-                    continue
+                continue
             self.previous[signum] = signal.signal(signum, self._handle)
 
     def _handle(self, signum, _frame) -> None:
@@ -341,9 +336,9 @@ def run_in_daemon(argv: list[str]) -> int | None:
     it (none runs for this code and environment, ``PROCTOR_DAEMON=0``, it declined, did
     not answer within ``$PROCTOR_DAEMON_WAIT_S`` (default 10 s), a signal came first, one
     of this process's standard streams is closed, or ``argv`` names one of its descriptors:
-    :data:`OWN_PATHS`), and the caller runs the command
-    itself. Once a daemon took it, it never runs here too. The command's output goes
-    straight to this process's standard output and error."""
+    :data:`OWN_PATHS`), and the caller runs the command itself. Once a daemon took it, it
+    never runs here too. The command's output goes straight to this process's standard
+    output and error."""
     if os.environ.get(DISABLE_ENV) == "0":
         return None
     try:
