@@ -110,9 +110,14 @@ def run_command(
                   "daemon again")
         raise typer.Exit(3)
     _preload()
+    from proctor.suites import mutant_generator
+
     key = daemon.daemon_key()
+    logs = cache_dirs.daemon_logs()
+    logs.mkdir(parents=True, exist_ok=True)
+    spares = mutant_generator.Spares(logs / f"{key}.generator.json")
     try:
-        request = daemon.serve(key, idle, ready=lambda: print(
+        request = daemon.serve(key, idle, spares=spares, ready=lambda: print(
             f"proctor daemon {os.getpid()} serving on {daemon.socket_path(key)}", flush=True))
     except daemon.DaemonError as exc:
         err.print(f"[red]error[/red]: {exc}")
@@ -164,6 +169,7 @@ def status_command() -> None:
         raise typer.Exit(1)
     out.print(f"daemon pid {found['pid']}: {found['served']} served, up {found['up_s']} s, "
               f"ends after {found['idle_s']:g} s idle; {daemon.socket_path(key)}")
+    out.print(f"mutant generators started ahead for the next score: {found.get('spares', 0)}")
     if not found.get("serves_you", True):
         out.print("but not this process: its groups, namespaces, cgroup, limits, nice value "
                   "or CPU affinity differ from the daemon's (its commands run on their own)")

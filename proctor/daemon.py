@@ -443,14 +443,18 @@ def _umask() -> int:
 # ---- the server -------------------------------------------------------------------------
 
 
-def serve(key: str, idle_s: float = IDLE_S, *, ready=None) -> Request | None:
+def serve(key: str, idle_s: float = IDLE_S, *, ready=None, spares=None) -> Request | None:
     """Serve the daemon with ``key`` on :func:`socket_path` until idle for ``idle_s``
     seconds (no command run), told to stop, ended by SIGTERM or SIGINT, or until another
     daemon takes over the socket. Returns None in this process once it ends (its socket
     removed, the commands it runs ended), and, in each runner forked for a command, the
     :class:`Request` to run (the runner's standard streams, directory, environment, umask
     and signals already the client's; the forwarded signals blocked until
-    :func:`unblock_signals`). ``ready()`` is called once the socket accepts.
+    :func:`unblock_signals`). ``ready()`` is called once the socket accepts. ``spares``:
+    what runners use that the daemon starts ahead while no command runs, an object with
+    ``fill()`` (start what is missing; must not start threads), ``handed_over()`` (after a
+    fork: the runner has them now), ``close()`` (the daemon ends) and ``len()`` (how many
+    are ready, in ``status``).
 
     Raises:
         DaemonError: the socket's directory is not this user's alone, or the socket cannot
@@ -461,7 +465,7 @@ def serve(key: str, idle_s: float = IDLE_S, *, ready=None) -> Request | None:
         raise DaemonError(f"{os.path.dirname(path)} is not a directory of this user alone "
                           "(mode 0700): no daemon socket there")
     try:
-        server = _Server(key, path, idle_s)
+        server = _Server(key, path, idle_s, spares)
     except OSError as exc:
         raise DaemonError(f"cannot listen on {path}: {exc}") from None
     try:
@@ -477,8 +481,8 @@ def serve(key: str, idle_s: float = IDLE_S, *, ready=None) -> Request | None:
 class _Server:
     """The listening socket and the watchers of one daemon (see :func:`serve`)."""
 
-    def __init__(self, key: str, path: str, idle_s: float) -> None:
-        self.key, self.path, self.idle_s = key, path, idle_s
+    def __init__(self, key: str, path: str, idle_s: float, spares=None) -> None:
+        self.key, self.path, self.idle_s, self.spares = key, path, idle_s, spares
         self.me = os.getpid()
         self.kind = process_kind()
         self.parts = key_parts()
@@ -518,6 +522,8 @@ class _Server:
                 return None
             if not self._ours():  # another daemon took the socket
                 return None
+            if self.spares is not None and not self.watchers:  # idle: not a runner's CPU
+                self.spares.fill()
             readable, _, _ = select.select([self.listener], [], [], 0.5)
             if not readable:
                 continue
@@ -555,7 +561,8 @@ class _Server:
             conn.sendall((json.dumps({"pid": self.me, "key": self.key, "served": self.served,
                                       "up_s": round(time.monotonic() - self.started, 1),
                                       "idle_s": self.idle_s, "serves_you": alike,
-                                      "key_parts": self.parts})
+                                      "key_parts": self.parts,
+                                      "spares": len(self.spares or ())})
                           + "\n").encode())
             return None
         import threading
@@ -575,6 +582,8 @@ class _Server:
             self.listener.close()
             return _watch(conn, req)
         self.watchers.add(pid)
+        if self.spares is not None:
+            self.spares.handed_over()
         self.served += 1
         self.last = time.monotonic()
         return None
@@ -586,6 +595,8 @@ class _Server:
         if os.getpid() != self.me:
             return
         self.listener.close()
+        if self.spares is not None:
+            self.spares.close()
         if self._ours():
             try:
                 os.unlink(self.path)

@@ -211,6 +211,75 @@ def test_a_signal_to_the_client_ends_the_command_as_it_ends_a_process_of_its_own
     assert _boxes(env) == []  # the runner closed its sandboxes before it ended
 
 
+def _spares(proc: subprocess.Popen) -> list[int]:
+    """Pids of the mutant generators the daemon started ahead (named by its pidfds)."""
+    pids = []
+    for fd in os.listdir(f"/proc/{proc.pid}/fdinfo"):
+        try:
+            info = Path(f"/proc/{proc.pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        pids += [int(line.split()[1]) for line in info.splitlines() if line.startswith("Pid:")]
+    return pids
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid`` and its descendants."""
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        found.add(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _gone(pids: set[int], timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.local
+def test_the_daemon_starts_the_next_scores_mutant_generator_ahead_and_leaves_none(
+        running, tmp_path, env, toolz_task, toolz_build):
+    """A runner would start its generator during its score, taking CPU from its sandboxes;
+    the daemon starts the one its last runner used while idle, the next runner takes it,
+    and the record is the same."""
+    patch = toolz_build / "patches" / "partial.patch"
+    args = ("score", str(toolz_task), str(patch), "--sandbox", "local", "--json")
+    assert _spares(running) == []  # no runner of this daemon's key has started one yet
+    first = _proctor(*args, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    end = time.monotonic() + 60
+    while not _spares(running) and time.monotonic() < end:
+        time.sleep(0.1)
+    [spare] = _spares(running)
+    tree = _tree(spare)
+    assert any("mutmut_adapter" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+               for p in tree)
+    status = _proctor("daemon", "status", cwd=tmp_path, env=env)
+    assert "started ahead for the next score: 1" in status.stdout
+    second = _proctor(*args, cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stderr
+    assert _stable(json.loads(second.stdout)) == _stable(json.loads(first.stdout))
+    assert json.loads(second.stdout)["reward"] == pytest.approx(0.6573, abs=1e-4)
+    assert _gone(tree)  # taken by the second runner, ended with it
+    end = time.monotonic() + 60
+    while not _spares(running) and time.monotonic() < end:
+        time.sleep(0.1)
+    [again] = _spares(running)
+    assert again != spare
+    tree = _tree(again)
+    _end(running)
+    assert _gone(tree)  # the daemon ends the spare it did not hand over
+
+
 def _watchers(proc: subprocess.Popen) -> list[str]:
     return Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
 

@@ -297,3 +297,78 @@ def test_tools_not_found_are_looked_for_again_after_the_cool_down(monkeypatch):
         mutant_generator.BROKEN_RETRY_S + 1)
     assert mutant_generator.generate(Image(), src) is None
     assert len(calls) == 2
+
+
+def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path,
+                                                                      monkeypatch):
+    """The daemon starts, ahead, the generator its last runner recorded. It runs only what
+    :func:`mutant_generator._argvs` would (our boot code, this interpreter or a tools
+    venv's, libraries from the tools' caches), from a file of this user's alone."""
+    import sys
+
+    from proctor import cache_dirs
+
+    record = tmp_path / "key.generator.json"
+    monkeypatch.setattr(mutant_generator, "_record", record)
+    site = str(cache_dirs.gen_tools() / "sha256-x" / "site-packages")
+    argv = mutant_generator._argvs(sys.executable, [site])[-1]
+    assert mutant_generator._recorded() is None  # nothing recorded
+    mutant_generator._remember((sys.executable, [site]), argv)
+    assert mutant_generator._recorded() == argv
+    evil = str(tmp_path / "evil" / "site-packages")
+    bad = {
+        "another boot": {"python": sys.executable, "path": [site],
+                         "argv": [*argv[:-1], argv[-1] + "\nimport os\n"]},
+        "library outside the caches": {
+            "python": sys.executable, "path": [evil],
+            "argv": mutant_generator._argvs(sys.executable, [evil])[-1]},
+        "another interpreter": {
+            "python": str(tmp_path / "bin" / "python"), "path": [site],
+            "argv": mutant_generator._argvs(str(tmp_path / "bin" / "python"), [site])[-1]},
+        "no record": ["python3", "-c", "pass"],
+    }
+    for why, data in bad.items():
+        record.write_text(json.dumps(data))
+        assert mutant_generator._recorded() is None, why
+    record.write_text("{not json")
+    assert mutant_generator._recorded() is None
+    mutant_generator._remember((sys.executable, [site]), argv)
+    record.chmod(0o664)  # others may write it: not trusted
+    assert mutant_generator._recorded() is None
+    record.chmod(0o644)
+    assert mutant_generator._recorded() == argv
+
+
+def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
+    """A spare that cannot load its tools dies; the daemon does not start one every half
+    second while idle, but after the cool-down, as a pool does."""
+    import sys
+    import time
+
+    from proctor import cache_dirs
+
+    monkeypatch.setattr(mutant_generator, "_record", None)  # put back after the test
+    record = cache_dirs.daemon_logs() / "spare-test.generator.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    spares = mutant_generator.Spares(record)
+    site = str(cache_dirs.gen_tools() / "no-such-image" / "site-packages")  # no mutmut
+    mutant_generator._remember((sys.executable, [site]),
+                               mutant_generator._argvs(sys.executable, [site])[-1])
+    try:
+        spares.fill()
+        assert len(spares) == 1
+        [spare] = mutant_generator._spares.values()
+        end = time.monotonic() + 30
+        while spare.alive and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not spare.alive
+        spares.fill()  # found dead: dropped, and none started in its place
+        assert len(spares) == 0
+        spares.fill()
+        assert len(spares) == 0
+        spares.failed_at -= mutant_generator.BROKEN_RETRY_S  # the cool-down is over
+        spares.fill()
+        assert len(spares) == 1
+    finally:
+        spares.close()
+        record.unlink()
