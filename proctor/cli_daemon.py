@@ -12,7 +12,7 @@ import time
 import typer
 from rich.console import Console
 
-from proctor import cache_dirs, daemon
+from proctor import cache_dirs, daemon, generator_process
 from proctor.file_lock import file_lock
 
 daemon_app = typer.Typer(no_args_is_help=True, help="A warm process for `proctor score`: "
@@ -110,12 +110,8 @@ def run_command(
                   "daemon again")
         raise typer.Exit(3)
     _preload()
-    from proctor.suites import mutant_generator
-
     key = daemon.daemon_key()
-    logs = cache_dirs.daemon_logs()
-    logs.mkdir(parents=True, exist_ok=True)
-    spares = mutant_generator.Spares(logs / f"{key}.generator.json")
+    spares = generator_process.Spares(generator_process.record_path(key))
     try:
         request = daemon.serve(key, idle, spares=spares, ready=lambda: print(
             f"proctor daemon {os.getpid()} serving on {daemon.socket_path(key)}", flush=True))

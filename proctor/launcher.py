@@ -3,7 +3,8 @@
 ``proctor score`` goes to this environment's CLI daemon when one runs
 (:mod:`proctor.daemon`: started by ``proctor daemon start``, never by itself), which runs
 it in a process forked with every module already imported; otherwise, and for every other
-command, the command runs here. Importing this module imports the standard library only.
+command, the command runs here (a score after starting, before its imports, the host mutant
+generator it will use). Importing this module imports the standard library only.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def _run():
         code = daemon.run_in_daemon(list(sys.argv))
         if code is not None:
             sys.exit(code)
+        _start_generator_early(daemon)
     from proctor import daemon
     from proctor.cli import app
 
@@ -54,6 +56,18 @@ def _run():
         if request is None:  # any command but a daemon's runner ending
             raise
     return request
+
+
+def _start_generator_early(daemon) -> None:
+    """Start the host mutant generator the last score of this environment used, so that it
+    loads on the core these imports leave idle, not beside the score's sandboxes
+    (:mod:`proctor.generator_process`). Only a head start: nothing here stops the command."""
+    try:
+        from proctor import generator_process
+
+        generator_process.start_early(generator_process.record_path(daemon.daemon_key()))
+    except Exception:  # noqa: BLE001, S110 - the score starts its own generator instead
+        pass
 
 
 def _heed_stop_signals() -> None:

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from proctor import load_task, score
+from proctor import generator_process, load_task, score
 from proctor.harness.pipeline import open_task_sandbox
 from proctor.sandbox import HARNESS_DIR, PYTHON, DockerSandbox, SandboxSpec
 from proctor.suites import mutant_generator
@@ -302,41 +302,41 @@ def test_tools_not_found_are_looked_for_again_after_the_cool_down(monkeypatch):
 def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path,
                                                                       monkeypatch):
     """The daemon starts, ahead, the generator its last runner recorded. It runs only what
-    :func:`mutant_generator._argvs` would (our boot code, this interpreter or a tools
+    :func:`generator_process.argvs` would (our boot code, this interpreter or a tools
     venv's, libraries from the tools' caches), from a file of this user's alone."""
     import sys
 
     from proctor import cache_dirs
 
     record = tmp_path / "key.generator.json"
-    monkeypatch.setattr(mutant_generator, "_record", record)
+    monkeypatch.setattr(generator_process, "_record", record)
     site = str(cache_dirs.gen_tools() / "sha256-x" / "site-packages")
-    argv = mutant_generator._argvs(sys.executable, [site])[-1]
-    assert mutant_generator._recorded() is None  # nothing recorded
-    mutant_generator._remember((sys.executable, [site]), argv)
-    assert mutant_generator._recorded() == argv
+    argv = generator_process.argvs(sys.executable, [site])[-1]
+    assert generator_process.recorded() is None  # nothing recorded
+    generator_process.remember((sys.executable, [site]), argv)
+    assert generator_process.recorded() == argv
     evil = str(tmp_path / "evil" / "site-packages")
     bad = {
         "another boot": {"python": sys.executable, "path": [site],
                          "argv": [*argv[:-1], argv[-1] + "\nimport os\n"]},
         "library outside the caches": {
             "python": sys.executable, "path": [evil],
-            "argv": mutant_generator._argvs(sys.executable, [evil])[-1]},
+            "argv": generator_process.argvs(sys.executable, [evil])[-1]},
         "another interpreter": {
             "python": str(tmp_path / "bin" / "python"), "path": [site],
-            "argv": mutant_generator._argvs(str(tmp_path / "bin" / "python"), [site])[-1]},
+            "argv": generator_process.argvs(str(tmp_path / "bin" / "python"), [site])[-1]},
         "no record": ["python3", "-c", "pass"],
     }
     for why, data in bad.items():
         record.write_text(json.dumps(data))
-        assert mutant_generator._recorded() is None, why
+        assert generator_process.recorded() is None, why
     record.write_text("{not json")
-    assert mutant_generator._recorded() is None
-    mutant_generator._remember((sys.executable, [site]), argv)
+    assert generator_process.recorded() is None
+    generator_process.remember((sys.executable, [site]), argv)
     record.chmod(0o664)  # others may write it: not trusted
-    assert mutant_generator._recorded() is None
+    assert generator_process.recorded() is None
     record.chmod(0o644)
-    assert mutant_generator._recorded() == argv
+    assert generator_process.recorded() == argv
 
 
 def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
@@ -347,17 +347,17 @@ def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
 
     from proctor import cache_dirs
 
-    monkeypatch.setattr(mutant_generator, "_record", None)  # put back after the test
+    monkeypatch.setattr(generator_process, "_record", None)  # put back after the test
     record = cache_dirs.daemon_logs() / "spare-test.generator.json"
     record.parent.mkdir(parents=True, exist_ok=True)
-    spares = mutant_generator.Spares(record)
+    spares = generator_process.Spares(record)
     site = str(cache_dirs.gen_tools() / "no-such-image" / "site-packages")  # no mutmut
-    mutant_generator._remember((sys.executable, [site]),
-                               mutant_generator._argvs(sys.executable, [site])[-1])
+    generator_process.remember((sys.executable, [site]),
+                               generator_process.argvs(sys.executable, [site])[-1])
     try:
         spares.fill()
         assert len(spares) == 1
-        [spare] = mutant_generator._spares.values()
+        [spare] = generator_process._spares.values()
         end = time.monotonic() + 30
         while spare.alive and time.monotonic() < end:
             time.sleep(0.05)
@@ -366,9 +366,42 @@ def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
         assert len(spares) == 0
         spares.fill()
         assert len(spares) == 0
-        spares.failed_at -= mutant_generator.BROKEN_RETRY_S  # the cool-down is over
+        spares.failed_at -= generator_process.BROKEN_RETRY_S  # the cool-down is over
         spares.fill()
         assert len(spares) == 1
     finally:
         spares.close()
         record.unlink()
+
+
+@pytest.mark.local
+def test_a_generator_started_early_is_the_one_the_score_takes_and_the_record_is_the_same(
+        tmp_path, monkeypatch, toolz_task, toolz_build):
+    """``proctor score`` starts, before its imports, the generator its environment's last
+    score started (recorded by that score); the score's pool takes it, and nothing of the
+    record changes."""
+    patch = (toolz_build / "patches" / "partial.patch").read_bytes()
+    monkeypatch.setattr(mutant_generator, "_pools", {})
+    monkeypatch.setattr(generator_process, "_record", None)
+    record = tmp_path / "key.generator.json"
+    generator_process.start_early(record)
+    assert generator_process._spares == {}  # nothing recorded yet: nothing started
+    first = score(toolz_task, patch, sandbox="local")
+    assert json.loads(record.read_text())["argv"]  # the generator it started
+    mutant_generator.close_all()
+    monkeypatch.setattr(mutant_generator, "_pools", {})  # as in a new process
+    generator_process.start_early(record)
+    [spare] = generator_process._spares.values()
+    assert spare.alive and spare.proc is not None  # this process's own child
+    second = score(toolz_task, patch, sandbox="local")
+    assert generator_process._spares == {}
+    [pool] = mutant_generator._pools.values()
+    assert pool.idle == [spare]  # taken, used, kept for the next rollout
+    for rec in (first, second):
+        assert rec.status == "scored" and rec.evidence["mutation"].details["generated_on"] \
+            == "host"
+    assert second.reward == first.reward and second.components == first.components
+    assert second.evidence["mutation"].details["verdicts"] == \
+        first.evidence["mutation"].details["verdicts"]
+    mutant_generator.close_all()
+    assert not spare.alive
