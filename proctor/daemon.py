@@ -454,7 +454,7 @@ def serve(key: str, idle_s: float = IDLE_S, *, ready=None, spares=None) -> Reque
     what runners use that the daemon starts ahead while no command runs, an object with
     ``fill()`` (start what is missing; must not start threads), ``handed_over()`` (after a
     fork: the runner has them now), ``close()`` (the daemon ends) and ``len()`` (how many
-    are ready, in ``status``).
+    are started, in ``status``).
 
     Raises:
         DaemonError: the socket's directory is not this user's alone, or the socket cannot

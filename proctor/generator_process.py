@@ -16,8 +16,9 @@ same one ahead: ``proctor score`` at its own start, on the core its imports leav
 (:func:`start_early`); the CLI daemon while no command runs, for the runner it forks next
 (:class:`Spares`). A pool takes a spare whose argv it would have started itself
 (:func:`adopt`): the same interpreter, libraries and code, so the same mutants. A record
-runs only :func:`argvs`' boot code, with this interpreter or a tools venv's and libraries
-from the tools' caches, from a file of this user's alone (:func:`recorded`).
+runs only :func:`argvs`' boot code, in its first way (confined when bubblewrap is there),
+with this interpreter or a tools venv's and libraries from the tools' caches, from a file of
+this user's alone (:func:`recorded`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -76,13 +79,8 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.pidfd: int | None = None
         if detached:
-            pid, stdin_fd, self._out = _spawn_detached(argv)
+            self.pidfd, stdin_fd, self._out = _spawn_detached(argv)
             self._in = os.fdopen(stdin_fd, "wb")
-            try:
-                self.pidfd = os.pidfd_open(pid)
-            except OSError:
-                self._close_pipes()
-                raise
             return
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
@@ -180,7 +178,9 @@ class Server:
 
 def _spawn_detached(argv: list[str]) -> tuple[int, int, int]:
     """Start ``argv`` under a short-lived intermediate process (so it is not this process's
-    child): (its pid, the write end of its stdin, the read end of its stdout).
+    child): (a pidfd of it, the write end of its stdin, the read end of its stdout). The
+    intermediate lives until the pidfd is open, so the pid cannot have been reused by then
+    (the process is the intermediate's child, a zombie at worst).
 
     Raises:
         OSError: no process could be started.
@@ -188,32 +188,44 @@ def _spawn_detached(argv: list[str]) -> tuple[int, int, int]:
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     said_r, said_w = os.pipe()
+    go_r, go_w = os.pipe()
     try:
         middle = os.fork()
     except OSError:
-        for fd in (in_r, in_w, out_r, out_w, said_r, said_w):
+        for fd in (in_r, in_w, out_r, out_w, said_r, said_w, go_r, go_w):
             os.close(fd)
         raise
-    if middle == 0:  # the intermediate: start the server, say its pid, end
+    if middle == 0:  # the intermediate: start the server, say its pid, wait, end
         code = 1
         try:
             proc = subprocess.Popen(argv, stdin=in_r, stdout=out_w,
                                     stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
                                     start_new_session=True)
             os.write(said_w, str(proc.pid).encode())
+            os.close(said_w)
+            os.close(go_w)
+            os.read(go_r, 1)  # until the starter closes it: its pidfd is open
             code = 0
         finally:
             os._exit(code)
-    for fd in (in_r, out_w, said_w):
+    for fd in (in_r, out_w, said_w, go_r):
         os.close(fd)
-    os.waitpid(middle, 0)
-    said = os.read(said_r, 32)
-    os.close(said_r)
-    if not said.isdigit():
+    pidfd = -1
+    try:
+        said = os.read(said_r, 32)
+        if said.isdigit():
+            pidfd = os.pidfd_open(int(said))
+    except OSError:
+        pass
+    finally:
+        os.close(said_r)
+        os.close(go_w)
+        os.waitpid(middle, 0)
+    if pidfd < 0:
         os.close(in_w)
         os.close(out_r)
         raise OSError(f"could not start {argv[0]}")
-    return int(said), in_w, out_r
+    return pidfd, in_w, out_r
 
 
 def argvs(python: str, path: list[str]) -> list[list[str]]:
@@ -257,54 +269,67 @@ def record_path(key: str) -> Path:
 
 
 def remember(origin: tuple[str, list[str]] | None, argv: list[str]) -> None:
-    """Record the generator just started (``argv``, made by :func:`argvs`
-    from ``origin`` = (python, library path)) for the next process's spare."""
-    if _record is None or origin is None:
+    """Record the generator just started (``argv``, made by :func:`argvs` from ``origin`` =
+    (python, library path)) for the next process's spare; only its first way (confined
+    when bubblewrap is there): a start that fell back to the plain way is not made a habit."""
+    if _record is None or origin is None or argv != argvs(*origin)[0]:
         return
     try:
         text = json.dumps({"python": origin[0], "path": origin[1], "argv": argv})
-        if _record.exists() and _record.read_text() == text:
+        if _read_record() == text:
             return
-        tmp = _record.with_name(f".{_record.name}.{os.getpid()}")
-        tmp.write_text(text)
+        tmp = _record.with_name(f".{_record.name}.{os.getpid()}.{threading.get_ident()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
         os.replace(tmp, _record)
-    except OSError:  # only a head start for the next runner
+    except OSError:  # only a head start for the next process
         pass
 
 
-def recorded() -> list[str] | None:
-    """The recorded generator's argv, if the record is this user's own file and names a
-    way :func:`argvs` starts one with this interpreter or a tools venv's, and libraries
-    from the tools' caches only (so the code run is always this module's)."""
+def _read_record() -> str | None:
+    """The record's text, if it is a regular file of this user's that no one else may
+    write (read from the descriptor that was checked)."""
     try:
-        st = _record.stat()
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        fd = os.open(_record, os.O_RDONLY | os.O_NOFOLLOW)
+    except (OSError, TypeError):
+        return None
+    with os.fdopen(fd) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
             return None
-        data = json.loads(_record.read_text())
+        return f.read(1 << 20)
+
+
+def recorded() -> list[str] | None:
+    """The recorded generator's argv, if the record is this user's own file and names the
+    first way :func:`argvs` starts one with this interpreter or a tools venv's
+    (``<venvs>/<id>/bin/python``), and libraries from the tools' caches only (absolute
+    paths): so what runs is this module's boot code with the sandbox's tools."""
+    try:
+        data = json.loads(_read_record() or "null")
         python, path, argv = data["python"], data["path"], data["argv"]
         if not isinstance(python, str) or not isinstance(path, list) or not all(
-                isinstance(x, str) for x in path):
+                isinstance(x, str) and os.path.isabs(x) for x in path):
             return None
         trusted = [cache_dirs.gen_tools().resolve(), cache_dirs.venvs().resolve()]
-        if python != sys.executable and not (  # a venv's bin/python: a link, out of it
-                Path(python).parent.name == "bin"
-                and Path(python).parent.resolve().is_relative_to(trusted[1])):
+        venv_python = Path(python)
+        if python != sys.executable and not (
+                venv_python.name == "python" and venv_python.parent.name == "bin"
+                and venv_python.parent.parent.parent.resolve() == trusted[1]):
             return None
         if not all(any(Path(x).resolve().is_relative_to(t) for t in trusted) for x in path):
             return None
-        return argv if argv in argvs(python, path) else None
+        return argv if argv == argvs(python, path)[0] else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def adopt(candidates: list[list[str]]) -> tuple[list[str], Server] | None:
-    """A spare started as one of ``candidates`` (a pool's ways to start its generator), now
-    the caller's; None if there is none."""
-    for argv in candidates:
-        spare = _spares.pop(tuple(argv), None)
-        if spare is not None:
-            return argv, spare
-    return None
+    """A spare started as the first of ``candidates`` (a pool's ways to start its
+    generator, in order), now the caller's; None if there is none."""
+    spare = _spares.pop(tuple(candidates[0]), None) if candidates else None
+    return None if spare is None else (candidates[0], spare)
 
 
 def start_early(record: Path) -> None:
@@ -352,6 +377,8 @@ class Spares:
                 self.failed_at = time.monotonic()
         if _spares or os.environ.get("PROCTOR_HOST_MUTANTS", "1") == "0" or not hasattr(
                 os, "pidfd_open") or time.monotonic() - self.failed_at < BROKEN_RETRY_S:
+            return
+        if threading.active_count() != 1:  # its start forks: never a threaded process
             return
         argv = recorded()
         if argv is None:

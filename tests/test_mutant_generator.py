@@ -301,9 +301,10 @@ def test_tools_not_found_are_looked_for_again_after_the_cool_down(monkeypatch):
 
 def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path,
                                                                       monkeypatch):
-    """The daemon starts, ahead, the generator its last runner recorded. It runs only what
-    :func:`generator_process.argvs` would (our boot code, this interpreter or a tools
-    venv's, libraries from the tools' caches), from a file of this user's alone."""
+    """A spare runs only the generator its environment's last score started, and only what
+    :func:`generator_process.argvs` would start first (our boot code, confined when
+    bubblewrap is there, with this interpreter or a tools venv's python, libraries from the
+    tools' caches), from a file of this user's alone that no one else may write."""
     import sys
 
     from proctor import cache_dirs
@@ -311,32 +312,54 @@ def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path
     record = tmp_path / "key.generator.json"
     monkeypatch.setattr(generator_process, "_record", record)
     site = str(cache_dirs.gen_tools() / "sha256-x" / "site-packages")
-    argv = generator_process.argvs(sys.executable, [site])[-1]
+    ways = generator_process.argvs(sys.executable, [site])
+    argv = ways[0]
     assert generator_process.recorded() is None  # nothing recorded
     generator_process.remember((sys.executable, [site]), argv)
     assert generator_process.recorded() == argv
+    assert record.stat().st_mode & 0o777 == 0o600
+    venv = cache_dirs.venvs() / "abc"
     evil = str(tmp_path / "evil" / "site-packages")
     bad = {
         "another boot": {"python": sys.executable, "path": [site],
                          "argv": [*argv[:-1], argv[-1] + "\nimport os\n"]},
         "library outside the caches": {
             "python": sys.executable, "path": [evil],
-            "argv": generator_process.argvs(sys.executable, [evil])[-1]},
+            "argv": generator_process.argvs(sys.executable, [evil])[0]},
+        "a relative library path": {
+            "python": sys.executable, "path": ["site-packages"],
+            "argv": generator_process.argvs(sys.executable, ["site-packages"])[0]},
         "another interpreter": {
             "python": str(tmp_path / "bin" / "python"), "path": [site],
-            "argv": generator_process.argvs(str(tmp_path / "bin" / "python"), [site])[-1]},
+            "argv": generator_process.argvs(str(tmp_path / "bin" / "python"), [site])[0]},
+        "a venv's other program": {
+            "python": str(venv / "bin" / "pip"), "path": [site],
+            "argv": generator_process.argvs(str(venv / "bin" / "pip"), [site])[0]},
         "no record": ["python3", "-c", "pass"],
     }
+    if len(ways) > 1:  # bubblewrap is there: the unconfined way is never started ahead
+        bad["the unconfined way"] = {"python": sys.executable, "path": [site],
+                                     "argv": ways[1]}
     for why, data in bad.items():
         record.write_text(json.dumps(data))
+        record.chmod(0o600)
         assert generator_process.recorded() is None, why
     record.write_text("{not json")
     assert generator_process.recorded() is None
+    record.unlink()
     generator_process.remember((sys.executable, [site]), argv)
-    record.chmod(0o664)  # others may write it: not trusted
+    record.chmod(0o620)  # others may write it: not trusted
     assert generator_process.recorded() is None
-    record.chmod(0o644)
-    assert generator_process.recorded() == argv
+    record.chmod(0o600)
+    link = tmp_path / "link.generator.json"
+    link.symlink_to(record)
+    monkeypatch.setattr(generator_process, "_record", link)
+    assert generator_process.recorded() is None  # a link is not followed
+    monkeypatch.setattr(generator_process, "_record", record)
+    if len(ways) > 1:  # a start that fell back to the unconfined way is not recorded
+        record.unlink()
+        generator_process.remember((sys.executable, [site]), ways[1])
+        assert not record.exists()
 
 
 def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
@@ -353,7 +376,9 @@ def test_a_spare_that_dies_unused_is_not_started_again_at_once(monkeypatch):
     spares = generator_process.Spares(record)
     site = str(cache_dirs.gen_tools() / "no-such-image" / "site-packages")  # no mutmut
     generator_process.remember((sys.executable, [site]),
-                               generator_process.argvs(sys.executable, [site])[-1])
+                               generator_process.argvs(sys.executable, [site])[0])
+    # the daemon forks only single-threaded; this test's process may run other threads
+    monkeypatch.setattr(generator_process.threading, "active_count", lambda: 1)
     try:
         spares.fill()
         assert len(spares) == 1

@@ -26,7 +26,8 @@ address-space limit (:data:`~proctor.generator_process.MEMORY_LIMIT_BYTES`) and 
 request a timeout, so a pathological source cannot take the host down. Thread-safe: each
 concurrent caller gets a process of its own from a small pool. The processes stay up
 between rollouts (the first is started ahead, :func:`warm`) and end when their stdin
-closes, which it does with this process however it ends. A pool takes a generator started
+closes, which it does with this process however it ends (a CLI daemon's spare: with the
+runner that took it and that runner's watcher). A pool takes a generator started
 ahead for it, by ``proctor score`` before its imports or by the CLI daemon
 (:mod:`proctor.generator_process`, which holds the processes themselves).
 """
@@ -228,8 +229,7 @@ def _pool_for(sb) -> _Pool:
         if _pools.get(key) is known:  # new, or the tools looked for again
             _pools[key] = _Pool(argvs, origin)
             spare = generator_process.adopt(argvs)  # started ahead for this process
-            if spare is not None:
-                _pools[key].argvs = [spare[0]]
+            if spare is not None:  # its first way: if it fails, the others are tried
                 _pools[key].idle.append(spare[1])
         return _pools[key]
 
