@@ -289,9 +289,10 @@ def remember(origin: tuple[str, list[str]] | None, argv: list[str]) -> None:
 
 def _read_record() -> str | None:
     """The record's text, if it is a regular file of this user's that no one else may
-    write (read from the descriptor that was checked)."""
+    write (read from the descriptor that was checked; opened without blocking, so a FIFO
+    in its place is refused, not waited on)."""
     try:
-        fd = os.open(_record, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(_record, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (OSError, TypeError):
         return None
     with os.fdopen(fd) as f:

@@ -305,6 +305,7 @@ def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path
     :func:`generator_process.argvs` would start first (our boot code, confined when
     bubblewrap is there, with this interpreter or a tools venv's python, libraries from the
     tools' caches), from a file of this user's alone that no one else may write."""
+    import os
     import sys
 
     from proctor import cache_dirs
@@ -355,6 +356,11 @@ def test_a_spare_is_started_only_from_a_record_naming_our_own_generator(tmp_path
     link.symlink_to(record)
     monkeypatch.setattr(generator_process, "_record", link)
     assert generator_process.recorded() is None  # a link is not followed
+    fifo = tmp_path / "fifo.generator.json"
+    os.mkfifo(fifo, 0o600)
+    monkeypatch.setattr(generator_process, "_record", fifo)
+    assert generator_process.recorded() is None  # refused at once, not waited on
+    generator_process.remember((sys.executable, [site]), argv)  # nor here
     monkeypatch.setattr(generator_process, "_record", record)
     if len(ways) > 1:  # a start that fell back to the unconfined way is not recorded
         record.unlink()
