@@ -48,9 +48,11 @@ Binding = tuple[str, ast.AST | None]
 
 class StringValues:
     """Possible string values of expressions of one module (``resolve``: dotted name of a
-    Name/Attribute chain through the imports, for ``os.path.join`` and ``pathlib``)."""
+    Name/Attribute chain through the imports, for ``os.path.join`` and ``pathlib``;
+    ``nodes``: the module's nodes in ``ast.walk`` order, if the caller has them)."""
 
-    def __init__(self, tree: ast.AST, resolve: Callable[[ast.AST], str]) -> None:
+    def __init__(self, tree: ast.AST, resolve: Callable[[ast.AST], str],
+                 nodes: list[ast.AST] | None = None) -> None:
         self.resolve = resolve
         self.bindings: dict[str, list[Binding]] = {}
         #: results per (query, node): each expression is folded once (names bound to names
@@ -58,7 +60,7 @@ class StringValues:
         #: (``a = b`` / ``b = a``) holds nothing known
         self._memo: dict[tuple[str, int], object] = {}
         self._busy: set[tuple[str, int]] = set()
-        for node in ast.walk(tree):
+        for node in ast.walk(tree) if nodes is None else nodes:
             self._collect(node)
 
     # -- bindings --

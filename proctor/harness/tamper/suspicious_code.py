@@ -335,7 +335,7 @@ def _scan_source(path: str, text: str, added: set[int] | None) -> list[Finding]:
     scanner = _Scanner(path, added, tree)
     scanner.visit(tree)
     scanner.follow_helpers()
-    for line, detail in _state_counters(tree):
+    for line, detail in _state_counters(tree, scanner.nodes):
         if added is None or line in added:
             scanner.found.append(Finding("state_counter", path, line, detail))
     seen: dict[tuple[str, int], Finding] = {}
@@ -369,22 +369,23 @@ def _state_key(node: ast.AST, lasting: set[str]) -> str | None:
     return None
 
 
-def _state_counters(tree: ast.Module) -> list[tuple[int, str]]:
+def _state_counters(tree: ast.Module, nodes: list[ast.AST]) -> list[tuple[int, str]]:
     """(line, detail) of each bump by a constant (``+= 1``, ``x = x + 1``, ``f.n =
     getattr(f, "n", 0) + 1``) of lasting state (:func:`_state_key`: class and function
     attributes, globals, nonlocals) that a comparison anywhere in the file reads: a counter
     that can decide an answer, wherever it is read. A suspicion only: usage statistics and
-    retry limits look the same, and the ``state`` variant tells them apart."""
+    retry limits look the same, and the ``state`` variant tells them apart. ``nodes``: the
+    module's nodes in ``ast.walk`` order."""
     lasting = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef |
                                                         ast.AsyncFunctionDef)}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Global | ast.Nonlocal):
             lasting |= {f"global:{name}" for name in node.names}
-    bumps = _bumps(tree, lasting)
+    bumps = _bumps(nodes, lasting)
     if not bumps:
         return []
     compared: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):
                 for sub in ast.walk(side):
@@ -395,10 +396,11 @@ def _state_counters(tree: ast.Module) -> list[tuple[int, str]]:
             for line, key in bumps if key in compared]
 
 
-def _bumps(tree: ast.Module, lasting: set[str]) -> list[tuple[int, str]]:
-    """(line, state key) of each bump of lasting state by an integer constant."""
+def _bumps(nodes: list[ast.AST], lasting: set[str]) -> list[tuple[int, str]]:
+    """(line, state key) of each bump of lasting state by an integer constant, among a
+    module's ``nodes``."""
     bumps: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         target, value = None, None
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub):
             target, value = node.target, node.value
@@ -416,12 +418,12 @@ def _bumps(tree: ast.Module, lasting: set[str]) -> list[tuple[int, str]]:
     return bumps
 
 
-def _import_aliases(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
-    """Local name -> dotted origin from every import in the file, and the names imports
-    bind (``import os`` binds ``os``)."""
+def _import_aliases(nodes: list[ast.AST]) -> tuple[dict[str, str], set[str]]:
+    """Local name -> dotted origin from every import among a module's ``nodes``, and the
+    names imports bind (``import os`` binds ``os``)."""
     out: dict[str, str] = {}
     bound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 bound.add(a.asname or a.name.split(".")[0])
@@ -528,10 +530,12 @@ def _classify(value: str, site: str, ctx: str) -> list[tuple[str, str]]:
 
 class _Scanner(ast.NodeVisitor):
     def __init__(self, path: str, added: set[int] | None, tree: ast.Module) -> None:
-        self.path, self.added = path, added
-        self.aliases, imported = _import_aliases(tree)
-        self.strings = StringValues(tree, self.resolve)
-        self._more_aliases(tree, imported)
+        self.path, self.added, self.tree = path, added, tree
+        #: the module's nodes in ``ast.walk`` order, walked once for every pass over them
+        self.nodes: list[ast.AST] = list(ast.walk(tree))
+        self.aliases, imported = _import_aliases(self.nodes)
+        self.strings = StringValues(tree, self.resolve, self.nodes)
+        self._more_aliases(imported)
         self.found: list[Finding] = []
         self.in_main = path.rsplit("/", 1)[-1] == "__main__.py"  # a CLI's entry point
         #: ids of frame-reading nodes that only read a caller's module name or place into
@@ -550,17 +554,17 @@ class _Scanner(ast.NodeVisitor):
         self.defs: dict[str, list[list[str]]] = {}
         #: (function, parameter) -> the sites the parameter reaches in its body
         self.param_sinks: dict[tuple[str, str], set[tuple[str, str]]] = {}
-        self.lambda_names = {id(n.value): n.targets[0].id for n in ast.walk(tree)
+        self.lambda_names = {id(n.value): n.targets[0].id for n in self.nodes
                              if isinstance(n, ast.Assign) and len(n.targets) == 1 and
                              isinstance(n.targets[0], ast.Name) and
                              isinstance(n.value, ast.Lambda)}
-        self.cached = self._cached_functions(tree)
+        self.cached = self._cached_functions()
 
-    def _more_aliases(self, tree: ast.Module, imported: set[str]) -> None:
+    def _more_aliases(self, imported: set[str]) -> None:
         """``x = importlib.import_module("m")`` (``m`` through constants), and a name bound
         once to a chain of an imported module or a builtin (``env = os.environ``, ``g =
         getattr(sys, "_getframe")``, ``o = open``): the name means what the chain does."""
-        for node in ast.walk(tree):
+        for node in self.nodes:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
                     isinstance(node.targets[0], ast.Name)):
                 continue
@@ -583,10 +587,10 @@ class _Scanner(ast.NodeVisitor):
                 if dotted and dotted != name:
                     self.aliases[name] = dotted
 
-    def _cached_functions(self, tree: ast.Module) -> set[str]:
+    def _cached_functions(self) -> set[str]:
         """Names of functions wrapped in ``functools.lru_cache`` / ``cache``."""
         out: set[str] = set()
-        for node in ast.walk(tree):
+        for node in self.nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 for d in node.decorator_list:
                     if self.resolve(d.func if isinstance(d, ast.Call) else d) in \
@@ -888,13 +892,13 @@ class _Scanner(ast.NodeVisitor):
                 up.attr in FRAME_PLACE else None
         return up if isinstance(up, ast.Attribute) and up.attr in FRAME_PLACE else None
 
-    def _place_in_messages(self, tree: ast.Module) -> None:
+    def _place_in_messages(self, tree: ast.Module, nodes: list[ast.AST]) -> None:
         """Exempt the frame reads whose only use is a frame's place in a message: a
         :data:`FRAME_SOURCES` call (then one ``[index]`` and any ``.f_back``), read for a
         place at once or through a name every use of which does so, inside a message
         (:meth:`_in_message`)."""
-        parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
-        for call in ast.walk(tree):
+        parents = {id(c): n for n in nodes for c in ast.iter_child_nodes(n)}
+        for call in nodes:
             if not (isinstance(call, ast.Call) and self.resolve(call.func) in FRAME_SOURCES):
                 continue
             chain: list[ast.AST] = [call, call.func]
@@ -927,18 +931,19 @@ class _Scanner(ast.NodeVisitor):
 
     # -- visitors --
     def visit_Module(self, node: ast.Module) -> None:
-        for sub in ast.walk(node):
+        nodes = self.nodes if node is self.tree else list(ast.walk(node))
+        for sub in nodes:
             found = self._module_name_read(sub)
             if found:
                 self.module_name_reads.update(id(n) for n in found)
                 self.module_name_probes.update(id(n) for n in found)
-        self._place_in_messages(node)
+        self._place_in_messages(node, nodes)
         # ``from sys import _getframe`` whose every use is such a read
         uses: dict[str, list[int]] = {}
-        for sub in ast.walk(node):
+        for sub in nodes:
             if isinstance(sub, ast.Name):
                 uses.setdefault(sub.id, []).append(id(sub))
-        for sub in ast.walk(node):
+        for sub in nodes:
             if isinstance(sub, ast.ImportFrom) and sub.module in ("sys", "inspect"):
                 frames = [a for a in sub.names if f"{sub.module}.{a.name}" in FRAME_NAMES]
                 if frames and all(uses.get(a.asname or a.name) and set(
@@ -1294,7 +1299,9 @@ class _Counters:
         self.params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
                                        *(x for x in (a.vararg, a.kwarg) if x))}
         self.mutable = self._mutable_defaults()
-        self.stored = {n.id for st in self.scope for n in ast.walk(st) if isinstance(
+        # every Name stored anywhere in the body, nested scopes included (each node
+        # under the body once: a walk from every node of the scope met them many times)
+        self.stored = {n.id for st in func.body for n in ast.walk(st) if isinstance(
             n, ast.Name) and isinstance(n.ctx, ast.Store)} - self.declared
         self.cached_locals = {t.id for st in self.scope if isinstance(st, ast.Assign) and
                               self._cached_call(st.value) for t in st.targets
