@@ -26,13 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HZ = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(ROOT))
 
-
-def busy_s() -> float:
-    """Busy CPU seconds of the whole machine since boot (all but idle and iowait)."""
-    v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(v) - v[3] - v[4]) / HZ
+from bench.cpu import busy_s
 
 
 def main() -> int:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")
+from bench.cpu import CGROUP
+
 _state = {"containers_s": 0.0, "out": None}
 
 

@@ -169,7 +169,7 @@ print(pathlib.Path(proctor.__file__).resolve().parents[1])' 2>/dev/null || true)
 done
 (( prepare )) && exit 0
 # The venvs' tests run side by side, each into a log of its own, shown in turn: one after
-# the other they keep ~1.2 of 2 cores busy (97 s; side by side 73 s).
+# the other they keep ~1.2 of 2 cores busy (98 s; side by side 71 s).
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 pids=()
