@@ -107,7 +107,8 @@ def test_the_code_under_test_cannot_reach_pid_1s_channel(docker_ready):
 
 
 def _exec_only(sb) -> None:
-    sb._channel_state = "off"
+    sb._channel.close()
+    sb._channel = None
 
 
 #: Commands whose results must not depend on the transport: (argv, run keyword arguments).
@@ -184,3 +185,23 @@ def test_root_commands_and_a_busy_channel_use_docker_exec(docker_ready, monkeypa
         time.sleep(1.5)
         assert sb.run(["cat"], timeout=10, stdin=b"again").output == "again"
         assert [c[-2:] for c in execs] == [["id", "-u"], ["echo", "busy"]]
+
+
+def test_file_reads_and_copies_use_the_channel_and_root_reads_what_only_root_may(
+        docker_ready, monkeypatch):
+    with DockerSandbox(docker_ready) as sb:
+        execs = []
+        real = sb._client.api.exec_create
+        monkeypatch.setattr(sb._client.api, "exec_create",
+                            lambda cid, cmd, **kw: execs.append(kw.get("user")) or real(
+                                cid, cmd, **kw))
+        sb.put_files("/work/repo", {"a/b.txt": b"\x00\xffdata" * 1000})
+        assert sb.get_file("/work/repo/a/b.txt") == b"\x00\xffdata" * 1000
+        assert sb.get_file("/work/repo/a/b.txt", max_bytes=10) is None
+        assert sb.get_file("/work/repo/missing") is None
+        assert sb.get_file("/work/repo/a") is None  # a directory
+        assert execs == []  # all over the channel
+        assert sb.run(["sh", "-c", "echo secret > /proctor/only-root; chmod 400 "
+                       "/proctor/only-root"], timeout=10, user="0:0").ok
+        assert sb.get_file("/proctor/only-root") == b"secret\n"
+        assert execs == ["0:0", "0:0"]  # the chmod, and root's read after the user's failed

@@ -78,6 +78,8 @@ MiB = 1024**2
 #: reaper, the SIGUSR1 kill of the user's processes and the command channel
 #: (``incontainer/docker_init.py``).
 INIT_SOURCE = (files("proctor.sandbox") / "incontainer" / "docker_init.py").read_text()
+#: Seconds a file copy or read may take before the sandbox counts as gone.
+IO_TIMEOUT_S = 120
 #: A channel frame's head: kind byte, request number, payload length (docker_init.py).
 FRAME_HEAD = struct.Struct(">cII")
 
@@ -119,9 +121,7 @@ class DockerSandbox(Sandbox):
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self._client = client or docker_client()
         self._container = None
-        self._channel: _Channel | None = None
-        self._channel_state = "new"  # "on" once attached, "off" when it cannot be
-        self._channel_guard = threading.Lock()
+        self._channel: _Channel | None = None  # None: every command is a docker exec
         ownership.track(self)
         try:
             binds = dict(mounts or {}) if self._can_bind() else {}
@@ -135,6 +135,10 @@ class DockerSandbox(Sandbox):
                 self._container = self._create(image, ttl_s, binds)
             self.image_id = self._container.attrs.get("Image")  # no extra image lookup
             self._make_work_sticky()
+            try:
+                self._channel = _Channel(self._client.api, self._container.id)
+            except (DockerException, RequestException, OSError):
+                pass  # an engine that cannot attach: docker exec it is
             for inside, host in (mounts or {}).items():
                 if inside not in binds:  # the engine cannot see our files: copy them
                     self.put_tree(inside, Path(host), read_only=True)
@@ -306,18 +310,9 @@ class DockerSandbox(Sandbox):
     def _channel_for(self, user: str | None) -> _Channel | None:
         """PID 1's command channel, locked for one command, when it may run this one: the
         sandbox user's, and no other command holds it. None: use ``docker exec``."""
-        if user not in (None, SANDBOX_USER) or self._channel_state == "off":
-            return None
-        with self._channel_guard:
-            if self._channel is None and self._channel_state == "new":
-                try:
-                    self._channel = _Channel(self._client.api, self._alive().id)
-                    self._channel_state = "on"
-                except (DockerException, RequestException, OSError):
-                    self._channel_state = "off"  # an engine without attach: exec it is
-                    return None
         channel = self._channel
-        if channel is None or channel.broken or not channel.lock.acquire(blocking=False):
+        if (user not in (None, SANDBOX_USER) or channel is None or channel.broken
+                or not channel.lock.acquire(blocking=False)):
             return None
         return channel
 
@@ -350,13 +345,36 @@ class DockerSandbox(Sandbox):
         end = time.monotonic() + settle_s
         while True:
             try:
-                if self._alive().exec_run(["true"], user=SANDBOX_USER).exit_code == 0:
+                done = self._channel_io(["true"], None, 0)
+                if done is None:  # no channel free: the engine starts it
+                    done = (self._alive().exec_run(["true"], user=SANDBOX_USER).exit_code, b"")
+                if done[0] == 0:
                     return
-            except (DockerException, RequestException):
+            except (DockerException, RequestException, OSError):
                 pass
             if time.monotonic() > end:
                 return
             time.sleep(0.2)
+
+    def _channel_io(self, argv: list[str], stdin: bytes | None,
+                    max_out: int) -> tuple[int, bytes] | None:
+        """Run ``argv`` as the sandbox user over PID 1's channel, with no deadline of its
+        own (the caller's commands end by themselves); (exit code, stdout and stderr up to
+        ``max_out`` bytes + 1), or None when the channel is busy or unavailable."""
+        channel = self._channel_for(None)
+        if channel is None:
+            return None
+        out = bytearray()
+        container = self._alive()
+        # what a socket timeout is to _exec_io: a sandbox that no longer answers is ended
+        watchdog = threading.Timer(IO_TIMEOUT_S, _kill_quietly, args=(container,))
+        watchdog.start()
+        try:
+            code, _ = channel.command(argv, {}, None, stdin, max_out + 1, out.extend)
+        finally:
+            watchdog.cancel()
+            channel.lock.release()
+        return code, bytes(out)
 
     def _exec_io(self, argv: list[str], stdin: bytes | None, user: str,
                  max_out: int) -> tuple[int | None, bytes, bytes]:
@@ -369,7 +387,7 @@ class DockerSandbox(Sandbox):
         raw = getattr(sock, "_sock", sock)
         out, err = bytearray(), bytearray()
         try:
-            raw.settimeout(120)
+            raw.settimeout(IO_TIMEOUT_S)
             if stdin is not None:
                 try:
                     raw.sendall(stdin)
@@ -395,8 +413,12 @@ class DockerSandbox(Sandbox):
             script = (f"umask 022 && mkdir -p {d} && tar -x --no-same-permissions "
                       f"--no-overwrite-dir -C {d} -f - && chmod -R a-w {d}")
         try:
-            code, _, err = self._exec_io(["sh", "-c", script], tar_bytes,
-                                         "0:0" if as_root else SANDBOX_USER, 0)
+            got = None if as_root else self._channel_io(["sh", "-c", script], tar_bytes, 4000)
+            if got is not None:
+                code, err = got
+            else:
+                code, _, err = self._exec_io(["sh", "-c", script], tar_bytes,
+                                             "0:0" if as_root else SANDBOX_USER, 0)
         except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"cannot copy files into the sandbox: {exc}") from None
         if code != 0:
@@ -406,10 +428,16 @@ class DockerSandbox(Sandbox):
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
         """Contents of one file, or None when it does not exist or is over ``max_bytes``
         (a file the code under test can write is its own business, never a harness error)."""
+        # The sandbox user reads it over the channel, root (a docker exec) when the user may
+        # not: root, with no capability, reads only what its own permission bits allow.
+        script = 'test -f "$1" || exit 1; test -r "$1" || exit 3; exec cat -- "$1"'
         try:
-            code, data, _ = self._exec_io(
-                ["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path], None, "0:0",
-                max_bytes)
+            got = self._channel_io(["sh", "-c", script, "sh", path], None, max_bytes)
+            if got is None or got[0] == 3:
+                code, data, _ = self._exec_io(["sh", "-c", script, "sh", path], None, "0:0",
+                                              max_bytes)
+            else:
+                code, data = got
         except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"cannot read {path} from the sandbox: {exc}") from None
         if code != 0 or len(data) > max_bytes:
@@ -441,6 +469,14 @@ class DockerSandbox(Sandbox):
         except (APIError, RequestException) as exc:
             raise InfraError(
                 f"cannot remove sandbox container {container.id[:12]}: {exc}") from None
+
+
+def _kill_quietly(container) -> None:
+    """Kill a container; one already gone is fine."""
+    try:
+        container.kill()
+    except (DockerException, RequestException):
+        pass
 
 
 def _feed_socket(raw, stdin) -> None:
