@@ -10,8 +10,8 @@ work is charged to what caused it):
 - **command (exec)**: ``true`` as a ``docker exec``, what every command cost before PID 1's
   channel, and what root's commands still cost;
 - **command (channel)**: ``true`` over PID 1's command channel (the sandbox user's commands);
-- **file read**: ``get_file`` of a 4 KiB file; **file copy**: ``put_files`` of one as the
-  sandbox user.
+- **file read**: ``get_file`` of a 4 KiB file (root's ``cat``, a ``docker exec``);
+  **file copy**: ``put_files`` of one as the sandbox user (over the channel).
 
 Busy CPU comes from ``/proc/stat`` (all but idle and iowait): meaningful on a quiet machine
 (the load average is printed). Prints each operation's wall and CPU milliseconds and the

@@ -187,8 +187,10 @@ def test_root_commands_and_a_busy_channel_use_docker_exec(docker_ready, monkeypa
         assert [c[-2:] for c in execs] == [["id", "-u"], ["echo", "busy"]]
 
 
-def test_file_reads_and_copies_use_the_channel_and_root_reads_what_only_root_may(
-        docker_ready, monkeypatch):
+def test_copies_use_the_channel_and_file_reads_are_root_s(docker_ready, monkeypatch):
+    """The sandbox user's copies go over the channel; reads are root's (a docker exec): no
+    process of the user can stop root's ``cat`` or reach its output, as it could the
+    user's."""
     with DockerSandbox(docker_ready) as sb:
         execs = []
         real = sb._client.api.exec_create
@@ -196,12 +198,55 @@ def test_file_reads_and_copies_use_the_channel_and_root_reads_what_only_root_may
                             lambda cid, cmd, **kw: execs.append(kw.get("user")) or real(
                                 cid, cmd, **kw))
         sb.put_files("/work/repo", {"a/b.txt": b"\x00\xffdata" * 1000})
+        assert execs == []
         assert sb.get_file("/work/repo/a/b.txt") == b"\x00\xffdata" * 1000
         assert sb.get_file("/work/repo/a/b.txt", max_bytes=10) is None
         assert sb.get_file("/work/repo/missing") is None
         assert sb.get_file("/work/repo/a") is None  # a directory
-        assert execs == []  # all over the channel
-        assert sb.run(["sh", "-c", "echo secret > /proctor/only-root; chmod 400 "
-                       "/proctor/only-root"], timeout=10, user="0:0").ok
-        assert sb.get_file("/proctor/only-root") == b"secret\n"
-        assert execs == ["0:0", "0:0"]  # the chmod, and root's read after the user's failed
+        assert execs == ["0:0"] * 4
+
+
+def test_a_process_that_steals_the_output_cannot_hang_pid_1(docker_ready):
+    """A process the command left behind opens the command's output pipe through /proc and
+    empties it: PID 1 never blocks on a read, and the command ends as it would under
+    ``docker exec`` (its exit, then the output's grace), not at the watchdog."""
+    thief = ("(exec 3<>/proc/self/fd/1; while :; do cat <&3 >/dev/null; done) & "
+             "for i in $(seq 2000); do echo $i; done; exit 7")
+    with DockerSandbox(docker_ready) as sb:
+        start = time.monotonic()
+        res = sb.run(["sh", "-c", thief], timeout=20)
+        assert res.exit_code == 7 and not res.timed_out
+        assert time.monotonic() - start < 10
+        sb.kill_user_processes()
+        assert sb.run(["echo", "ok"], timeout=10).output == "ok\n"
+
+
+def test_the_cpu_limit_is_the_commands_not_pid_1s(docker_ready):
+    """``cpu_seconds`` limits every command, over the channel and as a ``docker exec``;
+    PID 1 has no limit of its own, so the CPU the code under test makes it spend cannot
+    end the sandbox."""
+    with DockerSandbox(docker_ready, limits=Limits(cpu_seconds=1)) as sb:
+        burn = ["python3", "-c", "while True: pass"]
+        over_channel = sb.run(burn, timeout=20)
+        assert sb.run(["sh", "-c", "ulimit -t; ulimit -Ht"], timeout=10).output == "1\n6\n"
+        assert "Max cpu time              unlimited" in sb.run(
+            ["cat", "/proc/1/limits"], timeout=10).output
+        _exec_only(sb)
+        as_exec = sb.run(burn, timeout=20)
+        assert sb.run(["sh", "-c", "ulimit -t; ulimit -Ht"], timeout=10).output == "1\n6\n"
+        assert over_channel.exit_code == as_exec.exit_code == 128 + 24  # SIGXCPU
+        assert over_channel.duration_s < 10 and as_exec.duration_s < 10
+
+
+def test_a_pid_1_that_stays_dumpable_serves_no_channel(docker_ready, monkeypatch):
+    """When PID 1 cannot make itself non-dumpable (another runtime's seccomp profile, say)
+    it says so to the hello, and every command is a docker exec."""
+    from proctor.sandbox import docker_backend
+
+    source = docker_backend.INIT_SOURCE
+    assert source.count("secure = (") == 1
+    monkeypatch.setattr(docker_backend, "INIT_SOURCE",
+                        source.replace("secure = (", "secure = False and ("))
+    with DockerSandbox(docker_ready) as sb:
+        assert sb.run(["echo", "by exec"], timeout=10).output == "by exec\n"
+        assert sb._channel is None

@@ -11,8 +11,9 @@ container has:
   ``/work`` (root's, mode 1777; the repo, ``Limits.disk_bytes``), ``/tmp``
   (``Limits.tmp_bytes``), ``HOME``, ``/proctor`` (root-owned: harness files, hidden
   tests), ``/proctor/out`` and ``/proctor/in``. tmpfs pages also count against the memory limit;
-- ``network_mode=none``, memory (swap off), CPU and pids limits, RLIMIT_FSIZE and RLIMIT_CPU,
-  ``no-new-privileges``, all capabilities dropped; no log (PID 1's output is the channel);
+- ``network_mode=none``, memory (swap off), CPU and pids limits, RLIMIT_FSIZE, RLIMIT_CPU
+  on every command (not on PID 1), ``no-new-privileges``, all capabilities dropped; no log
+  (PID 1's output is the channel);
 - labels naming Proctor, the run, the owner (host, pid, pid start time) and an expiry time
   (unix seconds), so :mod:`proctor.sandbox.cleanup` can remove what a crashed harness left.
 
@@ -21,9 +22,10 @@ bytes each way, where a ``docker exec`` costs the engine a process setup (~40 ms
 CPU and of latency on 2 cores). Root's commands, and a second command while one runs, are
 ``docker exec`` runs; both give the same results (tests/test_sandbox_docker_init.py). Either
 way a command runs under an in-container ``timeout -k`` plus a host watchdog that kills the
-container if even that fails. Files go in and out through ``tar`` and ``cat`` inside the
-container (``docker cp`` cannot see tmpfs mounts). ``close`` force-removes the container;
-the executor calls it on every path out.
+container if even that fails. Files go in through ``tar`` (the user's over the channel) and
+out through root's ``cat`` (a ``docker exec``: no process of the user can stop it or reach
+its output) inside the container (``docker cp`` cannot see tmpfs mounts). ``close``
+force-removes the container; the executor calls it on every path out.
 """
 
 from __future__ import annotations
@@ -175,9 +177,9 @@ class DockerSandbox(Sandbox):
 
     def _create(self, image: str, ttl_s: float, binds: dict[str, Path]):
         lim = self.limits
+        # RLIMIT_CPU is the commands' (PID 1 sets it for its own, ``_exec`` for the engine's),
+        # not the container's: PID 1's own CPU must not end the sandbox
         ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes)]
-        if lim.cpu_seconds:
-            ulimits.append(Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 5))
         kwargs = dict(
             user=SANDBOX_USER, working_dir="/work", environment=SANDBOX_ENV,
             network_mode="none", read_only=True, tmpfs=writable_mounts(lim),
@@ -189,11 +191,17 @@ class DockerSandbox(Sandbox):
                     for inside, host in binds.items()],
         )
         container = self._client.containers.create(
-            image, command=["python3", "-I", "-S", "-c", INIT_SOURCE], stdin_open=True,
+            image, command=["python3", "-I", "-S", "-c", INIT_SOURCE, *map(str, self._cpu())],
+            stdin_open=True,
             log_config=LogConfig(type=LogConfig.types.NONE), **kwargs)
         self._container = container
         container.start()
         return container
+
+    def _cpu(self) -> tuple[int, int]:
+        """The commands' RLIMIT_CPU (soft, hard) in seconds; (0, 0) for none."""
+        soft = self.limits.cpu_seconds
+        return (soft, soft + 5) if soft else (0, 0)
 
     def _remove_quietly(self) -> None:
         container, self._container = self._container, None
@@ -296,6 +304,8 @@ class DockerSandbox(Sandbox):
         """Run ``full`` as a ``docker exec``, passing its output chunks to ``keep``; start
         ``timers`` once it exists. Returns its exit code."""
         api = self._client.api
+        if self.limits.cpu_seconds:
+            full = ["prlimit", "--cpu={}:{}".format(*self._cpu()), "--", *full]
         exec_id = api.exec_create(
             container.id, full, environment=env or {}, workdir=cwd,
             user=user or SANDBOX_USER, stdin=stdin is not None, stdout=True, stderr=True,
@@ -313,6 +323,11 @@ class DockerSandbox(Sandbox):
         channel = self._channel
         if (user not in (None, SANDBOX_USER) or channel is None or channel.broken
                 or not channel.lock.acquire(blocking=False)):
+            return None
+        if not channel.ready():  # PID 1 could not make itself non-dumpable: no channel
+            self._channel = None
+            channel.close()
+            channel.lock.release()
             return None
         return channel
 
@@ -345,7 +360,7 @@ class DockerSandbox(Sandbox):
         end = time.monotonic() + settle_s
         while True:
             try:
-                done = self._channel_io(["true"], None, 0)
+                done = self._channel_io(["true"], None, 0, watchdog_s=max(settle_s, 5.0))
                 if done is None:  # no channel free: the engine starts it
                     done = (self._alive().exec_run(["true"], user=SANDBOX_USER).exit_code, b"")
                 if done[0] == 0:
@@ -356,18 +371,19 @@ class DockerSandbox(Sandbox):
                 return
             time.sleep(0.2)
 
-    def _channel_io(self, argv: list[str], stdin: bytes | None,
-                    max_out: int) -> tuple[int, bytes] | None:
+    def _channel_io(self, argv: list[str], stdin: bytes | None, max_out: int,
+                    watchdog_s: float = IO_TIMEOUT_S) -> tuple[int, bytes] | None:
         """Run ``argv`` as the sandbox user over PID 1's channel, with no deadline of its
-        own (the caller's commands end by themselves); (exit code, stdout and stderr up to
-        ``max_out`` bytes + 1), or None when the channel is busy or unavailable."""
+        own (the caller's commands end by themselves; past ``watchdog_s`` seconds the
+        container is killed); (exit code, stdout and stderr up to ``max_out`` bytes + 1),
+        or None when the channel is busy or unavailable."""
         channel = self._channel_for(None)
         if channel is None:
             return None
         out = bytearray()
         container = self._alive()
         # what a socket timeout is to _exec_io: a sandbox that no longer answers is ended
-        watchdog = threading.Timer(IO_TIMEOUT_S, _kill_quietly, args=(container,))
+        watchdog = threading.Timer(watchdog_s, _kill_quietly, args=(container,))
         watchdog.start()
         try:
             code, _ = channel.command(argv, {}, None, stdin, max_out + 1, out.extend)
@@ -428,16 +444,12 @@ class DockerSandbox(Sandbox):
     def get_file(self, path: str, max_bytes: int = 64 * 1024**2) -> bytes | None:
         """Contents of one file, or None when it does not exist or is over ``max_bytes``
         (a file the code under test can write is its own business, never a harness error)."""
-        # The sandbox user reads it over the channel, root (a docker exec) when the user may
-        # not: root, with no capability, reads only what its own permission bits allow.
-        script = 'test -f "$1" || exit 1; test -r "$1" || exit 3; exec cat -- "$1"'
+        # root's ``cat`` (a docker exec): no process of the user can stop it or reach its
+        # output through /proc, as it could a command of the user's
         try:
-            got = self._channel_io(["sh", "-c", script, "sh", path], None, max_bytes)
-            if got is None or got[0] == 3:
-                code, data, _ = self._exec_io(["sh", "-c", script, "sh", path], None, "0:0",
-                                              max_bytes)
-            else:
-                code, data = got
+            code, data, _ = self._exec_io(
+                ["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path], None, "0:0",
+                max_bytes)
         except (DockerException, RequestException, OSError) as exc:
             raise InfraError(f"cannot read {path} from the sandbox: {exc}") from None
         if code != 0 or len(data) > max_bytes:
@@ -511,6 +523,19 @@ class _Channel:
         self._number = 0
         self.lock = threading.Lock()
         self.broken = False
+        self._secure: bool | None = None  # PID 1's answer to the hello, read on first use
+        self._send(b"H", 0, b"")
+
+    def ready(self) -> bool:
+        """Whether PID 1 serves the channel (it made itself non-dumpable); reads its answer
+        to the hello the first time. A channel that fails here is not ready."""
+        if self._secure is None:
+            try:
+                kind, _, payload = self._frame()
+                self._secure = kind == b"H" and json.loads(payload)["secure"] is True
+            except (OSError, ValueError, KeyError, TypeError):
+                self._secure = False
+        return self._secure and not self.broken
 
     def command(self, argv: list[str], env: dict[str, str], cwd: str | None, stdin,
                 cap: int, keep: Callable[[bytes], None]) -> tuple[int, int]:
@@ -532,10 +557,13 @@ class _Channel:
                 if kind == b"O":
                     keep(payload)
                 elif kind == b"X":
-                    report = json.loads(payload)
-                    return int(report["exit"]), int(report["dropped"])
+                    try:
+                        report = json.loads(payload)
+                        return int(report["exit"]), int(report["dropped"])
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise OSError(f"bad exit frame from the sandbox init: {exc}") from None
         except BaseException:
-            self.broken = True
+            self.close()
             raise
         finally:
             ended.set()
@@ -549,10 +577,14 @@ class _Channel:
                     if ended.is_set():
                         return
                     self._send(b"I", number, chunk[at:at + (1 << 16)])
-            if not ended.is_set():
-                self._send(b"I", number, b"")
         except OSError:
-            pass  # the channel failed: the command's reader says so
+            return  # the channel failed: the command's reader says so
+        finally:  # the input ends however its iterable did
+            if not ended.is_set():
+                try:
+                    self._send(b"I", number, b"")
+                except OSError:
+                    pass
 
     def _send(self, kind: bytes, number: int, payload: bytes) -> None:
         with self._send_lock:
@@ -575,9 +607,13 @@ class _Channel:
                 inbox += data
 
     def close(self) -> None:
-        """Close the socket (the init goes on reaping until the container is removed)."""
+        """Close the socket (the init goes on reaping until the container is removed). The
+        raw socket itself: the wrapper docker-py returns keeps it open while its response
+        lives."""
         self.broken = True
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        for end in (lambda: self._raw.shutdown(socket.SHUT_RDWR), self._raw.close,
+                    self._sock.close):
+            try:
+                end()
+            except OSError:
+                pass
