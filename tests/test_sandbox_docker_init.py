@@ -122,6 +122,10 @@ SAME_EITHER_WAY = [
     (["sh", "-c", "kill -9 $$"], {}),
     (["sh", "-c", "(sleep 0.3; echo late) & echo early"], {}),
     (["no-such-program"], {"own_deadline": True}),
+    (["python3", "-c", "import os; print(os.getsid(0) == os.getpid(), "
+      "os.getpgrp() == os.getsid(0))"], {}),
+    (["python3", "-c", "import os; print(os.getsid(0) == os.getpid() == os.getpgrp())"],
+     {"own_deadline": True}),
     (["sleep", "5"], {"timeout": 1}),
     (["sleep", "5"], {"timeout": 1, "own_deadline": True}),
 ]
@@ -132,14 +136,17 @@ def _outcome(res):
     words for a program it cannot start."""
     output = "".join(line for line in res.output.splitlines(keepends=True)
                      if not line.startswith("HOSTNAME="))
-    if output.startswith(("OCI runtime exec failed", "proctor init: cannot run")):
+    if output.startswith(("OCI runtime exec failed", "proctor init: cannot run",
+                          "prlimit: failed to execute")):
         output = "cannot start"
     return res.exit_code, output, res.timed_out, res.truncated
 
 
-def test_the_channel_gives_what_docker_exec_gives(docker_ready):
-    with DockerSandbox(docker_ready, limits=Limits(output_cap=100000)) as channel, \
-            DockerSandbox(docker_ready, limits=Limits(output_cap=100000)) as exec_:
+@pytest.mark.parametrize("cpu_seconds", [0, 30])
+def test_the_channel_gives_what_docker_exec_gives(docker_ready, cpu_seconds):
+    limits = Limits(output_cap=100000, cpu_seconds=cpu_seconds)
+    with DockerSandbox(docker_ready, limits=limits) as channel, \
+            DockerSandbox(docker_ready, limits=limits) as exec_:
         _exec_only(exec_)
         for argv, kwargs in SAME_EITHER_WAY:
             kwargs = {"timeout": 10, **kwargs}

@@ -179,7 +179,9 @@ class DockerSandbox(Sandbox):
         lim = self.limits
         # RLIMIT_CPU is the commands' (PID 1 sets it for its own, ``_exec`` for the engine's),
         # not the container's: PID 1's own CPU must not end the sandbox
-        ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes)]
+        # (explicitly unlimited: the engine's default-ulimits may name one)
+        ulimits = [Ulimit(name="fsize", soft=lim.file_size_bytes, hard=lim.file_size_bytes),
+                   Ulimit(name="cpu", soft=-1, hard=-1)]
         kwargs = dict(
             user=SANDBOX_USER, working_dir="/work", environment=SANDBOX_ENV,
             network_mode="none", read_only=True, tmpfs=writable_mounts(lim),
@@ -313,9 +315,16 @@ class DockerSandbox(Sandbox):
         for timer in timers:
             if timer is not None:
                 timer.start()
+        head = b""  # the output's first bytes
         for chunk in self._output(exec_id, stdin):
+            if len(head) < 64:
+                head += chunk[:64]
             keep(chunk)
-        return api.exec_inspect(exec_id)["ExitCode"]
+        code = api.exec_inspect(exec_id)["ExitCode"]
+        if (code == 127 and self.limits.cpu_seconds
+                and head.startswith(b"prlimit: failed to execute")):
+            return 126  # a program that cannot start, as the channel and runc report it
+        return code
 
     def _channel_for(self, user: str | None) -> _Channel | None:
         """PID 1's command channel, locked for one command, when it may run this one: the
@@ -381,14 +390,24 @@ class DockerSandbox(Sandbox):
         if channel is None:
             return None
         out = bytearray()
-        container = self._alive()
-        # what a socket timeout is to _exec_io: a sandbox that no longer answers is ended
-        watchdog = threading.Timer(watchdog_s, _kill_quietly, args=(container,))
-        watchdog.start()
+        fired = threading.Event()
+
+        def watchdog() -> None:  # what a socket timeout is to _exec_io: the sandbox is gone
+            fired.set()
+            _kill_quietly(container)
+
+        timer = threading.Timer(watchdog_s, watchdog)
         try:
+            container = self._alive()
+            timer.start()
             code, _ = channel.command(argv, {}, None, stdin, max_out + 1, out.extend)
+        except OSError:
+            if fired.is_set():
+                raise InfraError(f"the sandbox did not answer within {watchdog_s:.0f}s; "
+                                 "killed") from None
+            raise
         finally:
-            watchdog.cancel()
+            timer.cancel()
             channel.lock.release()
         return code, bytes(out)
 
@@ -429,9 +448,10 @@ class DockerSandbox(Sandbox):
             script = (f"umask 022 && mkdir -p {d} && tar -x --no-same-permissions "
                       f"--no-overwrite-dir -C {d} -f - && chmod -R a-w {d}")
         try:
-            got = None if as_root else self._channel_io(["sh", "-c", script], tar_bytes, 4000)
+            got = None if as_root else self._channel_io(["sh", "-c", script], tar_bytes,
+                                                         64 * 1024)
             if got is not None:
-                code, err = got
+                code, err = got[0], got[1][-4000:]
             else:
                 code, _, err = self._exec_io(["sh", "-c", script], tar_bytes,
                                              "0:0" if as_root else SANDBOX_USER, 0)
@@ -531,7 +551,9 @@ class _Channel:
         to the hello the first time. A channel that fails here is not ready."""
         if self._secure is None:
             try:
+                self._raw.settimeout(IO_TIMEOUT_S)  # no watchdog runs yet
                 kind, _, payload = self._frame()
+                self._raw.settimeout(None)
                 self._secure = kind == b"H" and json.loads(payload)["secure"] is True
             except (OSError, ValueError, KeyError, TypeError):
                 self._secure = False
@@ -541,12 +563,12 @@ class _Channel:
                 cap: int, keep: Callable[[bytes], None]) -> tuple[int, int]:
         """Run ``argv``, passing its output chunks to ``keep`` (at most ``cap`` bytes in
         all); returns (exit code, output bytes dropped past ``cap``)."""
+        request = json.dumps({"argv": argv, "env": env, "cwd": cwd,
+                              "stdin": stdin is not None, "cap": cap}).encode()
         self._number = number = (self._number + 1) % 2**32
         ended = threading.Event()
         try:
-            request = {"argv": argv, "env": env, "cwd": cwd, "stdin": stdin is not None,
-                       "cap": cap}
-            self._send(b"R", number, json.dumps(request).encode())
+            self._send(b"R", number, request)
             if stdin is not None:
                 threading.Thread(target=self._feed, args=(number, stdin, ended),
                                  daemon=True).start()

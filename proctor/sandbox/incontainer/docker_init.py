@@ -27,7 +27,7 @@ request number, a 4-byte big-endian length, the payload.
   status, or 128 + the signal that killed it, 126 when the program could not be started
   (as ``docker exec`` reports it).
 
-Each command runs in a process group of its own, in the container's environment plus
+Each command runs in a session of its own, in the container's environment plus
 ``env``, with the signal dispositions and CPU limit a ``docker exec`` would give it.
 """
 
@@ -48,10 +48,11 @@ INPUT_HELD_MAX = 1 << 20
 #: Seconds the output of a command that exited stays open to processes it left behind
 #: (what ``docker exec`` waits, about): then the command is over, whoever holds its output.
 OUTPUT_GRACE_S = 2.0
-#: Seconds between looks for the command's exit: once its output closed (it is exiting),
-#: and while its output is still open (a process it left behind may hold it). No SIGCHLD
-#: handler: one would let the code under test signal PID 1.
-EXIT_POLL_S, RUNNING_POLL_S = 0.002, 0.05
+#: Seconds between looks for the command's exit: in the first EXIT_POLL_FOR_S after its
+#: output closed (it is exiting, most likely), and otherwise (its output still open, or
+#: closed by a command that goes on). No SIGCHLD handler: one would let the code under test
+#: signal PID 1.
+EXIT_POLL_S, EXIT_POLL_FOR_S, RUNNING_POLL_S = 0.002, 0.1, 0.05
 
 
 def killall(*_):
@@ -75,7 +76,7 @@ class Command:
         self.cap = int(request.get("cap", 1 << 18))
         self.sent = self.dropped = 0
         self.status = None
-        self.exited_at = None
+        self.exited_at = self.out_closed_at = None
         self.pending = bytearray()
         self.input_open = bool(request.get("stdin"))
         env = dict(os.environ)
@@ -93,7 +94,7 @@ class Command:
             raise
         if pid == 0:  # the command: no return from here
             try:
-                os.setpgid(0, 0)
+                os.setsid()  # as runc starts every process of a docker exec
                 for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGUSR1):
                     signal.signal(sig, signal.SIG_DFL)
                 if cpu_limit is not None:
@@ -138,6 +139,7 @@ class Command:
             if not data:
                 os.close(self.out)
                 self.out = None
+                self.out_closed_at = time.monotonic()
                 return
             room = max(0, self.cap - self.sent)
             if room:
@@ -183,7 +185,9 @@ class Command:
     def wait_s(self):
         """Seconds the loop may sleep before it looks at this command again."""
         if self.status is None:
-            return EXIT_POLL_S if self.out is None else RUNNING_POLL_S
+            if self.out is None and time.monotonic() - self.out_closed_at < EXIT_POLL_FOR_S:
+                return EXIT_POLL_S
+            return RUNNING_POLL_S
         return min(RUNNING_POLL_S, max(0.0, OUTPUT_GRACE_S - (time.monotonic() - self.exited_at)))
 
     def report(self):
