@@ -96,14 +96,20 @@ def test_the_code_under_test_cannot_reach_pid_1s_channel(docker_ready):
     """PID 1 is non-dumpable: the sandbox user (its own uid) can neither read nor write its
     file descriptors nor attach to it."""
     with DockerSandbox(docker_ready) as sb:
-        probe = ("{ ls /proc/1/fd && echo LISTED; echo forged > /proc/1/fd/1 && echo WROTE; "
-                 "cat /proc/1/fd/0 && echo READ; } >/dev/null 2>&1; "
+        # each probe prints its name only when it got through; none may
+        probe = ("ls /proc/1/fd >/dev/null 2>&1 && echo LISTED; "
+                 "test -r /proc/1/fd/0 && echo READABLE; "
+                 "(echo forged > /proc/1/fd/1) 2>/dev/null && echo WROTE; "
                  "python3 -c 'import ctypes; print(ctypes.CDLL(None).ptrace(16, 1, 0, 0))'; "
                  "grep Uid /proc/1/status")
         res = sb.run(["sh", "-c", probe], timeout=10)
         assert res.ok, res.output
         assert res.output.split("\n")[:1] == ["-1"], res.output  # ptrace(ATTACH) refused
         assert "Uid:\t1000" in res.output  # the same user: only dumpability protects it
+        # the same probes against a dumpable process of the user do get through
+        res = sb.run(["sh", "-c", "sleep 30 & p=$!; ls /proc/$p/fd >/dev/null && echo LISTED; "
+                      "test -r /proc/$p/fd/0 && echo READABLE; kill $p"], timeout=10)
+        assert res.output.split() == ["LISTED", "READABLE"], res.output
 
 
 def _exec_only(sb) -> None:
