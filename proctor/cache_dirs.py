@@ -53,6 +53,12 @@ def image_modules() -> Path:
     return cache_root() / "image-modules"
 
 
+def image_facts() -> Path:
+    """What one sandbox of an image showed, for every later one: ``<image id>.<fact>``
+    (e.g. ``.work-1777``: its ``/work`` is sticky as made, see the Docker backend)."""
+    return cache_root() / "image-facts"
+
+
 def daemon_logs() -> Path:
     """The CLI daemons' own output (``proctor daemon``): ``<key>.log``."""
     return cache_root() / "daemon"

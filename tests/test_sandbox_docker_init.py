@@ -6,6 +6,7 @@ and the code under test cannot reach it."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,12 +46,13 @@ def test_user_processes_die_even_when_they_hold_the_whole_pids_limit(docker_read
         assert "sleep" not in comms and comms.count("python3") == 1  # only the init
 
 
-def _sticky_checks(monkeypatch) -> list[list[str]]:
+def _sticky_checks(monkeypatch, cache: Path) -> list[list[str]]:
     """The ``/work`` mode commands the sandboxes made from now on run (the per-image memory
-    emptied first)."""
+    emptied first, the cache of what other processes saw at ``cache``)."""
     from proctor.sandbox import docker_backend
 
     monkeypatch.setattr(docker_backend, "_STICKY_WORK_IMAGES", set())
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(cache))
     calls: list[list[str]] = []
     real = docker_backend.DockerSandbox._exec_io
 
@@ -68,17 +70,24 @@ def _work_mode(image: str) -> str:
         return sb.run(["stat", "-c", "%a %u:%g", "/work"], timeout=10).output.strip()
 
 
-def test_work_is_sticky_and_root_owned_checked_once_per_image(docker_ready, monkeypatch):
+def test_work_is_sticky_and_root_owned_checked_once_per_image(docker_ready, monkeypatch,
+                                                              tmp_path):
     """The sandbox image's /work is 1777, so is the tmpfs over it: the first sandbox checks,
-    the next ones run no command for it. An image whose /work is 755 (a task image made
-    another way) gets the chmod in every sandbox, and the same mode."""
+    the next ones run no command for it, nor do those of a later process (``proctor
+    score``'s: the cache keeps what the first saw). An image whose /work is 755 (a task
+    image made another way) gets the chmod in every sandbox, and the same mode."""
     import io
 
-    from proctor.sandbox import docker_client
+    from proctor.sandbox import docker_backend, docker_client
 
-    calls = _sticky_checks(monkeypatch)
+    calls = _sticky_checks(monkeypatch, tmp_path)
     assert [_work_mode(docker_ready) for _ in range(3)] == ["1777 0:0"] * 3
     assert len(calls) == 1
+    monkeypatch.setattr(docker_backend, "_STICKY_WORK_IMAGES", set())  # a new process
+    assert _work_mode(docker_ready) == "1777 0:0"
+    assert len(calls) == 1
+    assert [p.name.endswith(".work-1777") for p in (tmp_path / "image-facts").iterdir()] \
+        == [True]
     client = docker_client()
     other = f"proctor-test-work-755:{int(time.time() * 1000)}"
     dockerfile = f"FROM {docker_ready}\nUSER root\nRUN chmod 755 /work\nUSER 1000:1000\n"
@@ -88,6 +97,7 @@ def test_work_is_sticky_and_root_owned_checked_once_per_image(docker_ready, monk
         calls.clear()
         assert [_work_mode(other) for _ in range(2)] == ["1777 0:0"] * 2
         assert len(calls) == 2
+        assert len(list((tmp_path / "image-facts").iterdir())) == 1  # the 755 image: none
     finally:
         client.images.remove(other, force=True)
 

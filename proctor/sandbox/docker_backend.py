@@ -46,6 +46,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from docker.utils.socket import frames_iter
 from requests.exceptions import RequestException
 
+from proctor import cache_dirs
 from proctor.errors import InfraError
 from proctor.sandbox import ownership
 from proctor.sandbox.base import (
@@ -102,8 +103,14 @@ def writable_mounts(limits: Limits) -> dict[str, str]:
     }
 
 
-#: Images (by id) whose ``/work`` tmpfs is mode 1777 as made (this process's observation).
+#: Images (by id) whose ``/work`` tmpfs is mode 1777 as made: this process's observation,
+#: and every process's, kept as ``<image id>.work-1777`` in :func:`cache_dirs.image_facts`
+#: (an image id names its content: what one sandbox of it showed, every one shows).
 _STICKY_WORK_IMAGES: set[str] = set()
+
+
+def _sticky_mark(image_id: str) -> Path:
+    return cache_dirs.image_facts() / f"{image_id.replace(':', '-')}.work-1777"
 
 
 @register("docker")
@@ -156,12 +163,16 @@ class DockerSandbox(Sandbox):
         directory's mode, whatever the mount's ``mode=`` says: the sandbox image has it
         (Dockerfile.sandbox), another image may not. Checked in the first sandbox of each
         image (and changed there when needed); an image whose ``/work`` was 1777 already
-        needs no command in its later sandboxes (:data:`_STICKY_WORK_IMAGES`).
+        needs no command in its later sandboxes, in this process or any later one of the
+        same cache (:data:`_STICKY_WORK_IMAGES`): a ``proctor score`` process saves one
+        root ``docker exec`` per sandbox.
 
         Raises:
             InfraError: the command failed.
         """
-        if self.image_id and self.image_id in _STICKY_WORK_IMAGES:
+        if self.image_id and (self.image_id in _STICKY_WORK_IMAGES
+                              or _sticky_mark(self.image_id).is_file()):
+            _STICKY_WORK_IMAGES.add(self.image_id)
             return
         code, out, err = self._exec_io(["sh", "-c", 'stat -c %a /work; chmod 1777 /work'],
                                        None, "0:0", 64)
@@ -169,6 +180,11 @@ class DockerSandbox(Sandbox):
             raise InfraError(f"cannot make /work sticky: {err.decode(errors='replace')}")
         if out.strip() == b"1777" and self.image_id:
             _STICKY_WORK_IMAGES.add(self.image_id)
+            try:
+                _sticky_mark(self.image_id).parent.mkdir(parents=True, exist_ok=True)
+                _sticky_mark(self.image_id).touch()
+            except OSError:
+                pass  # the next process looks again
 
     def _can_bind(self) -> bool:
         """The engine runs on this host (a local socket): it sees our directories."""
