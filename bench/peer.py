@@ -23,7 +23,10 @@ Timed side by side in one run, each the median of ``--repeats`` (after one warm-
   process forked from one with every module imported), client start included;
 - **proctor in-process**: ``proctor.score(task, patch)`` in this process;
 - **proctor warm**: the same on warm sandboxes (:mod:`proctor.sandbox.warm_pool`), made
-  ahead as a batch or ``proctor serve`` keeps them.
+  ahead as a batch or ``proctor serve`` keeps them;
+- **proctor from source**: in-process with the task's compiled files off
+  (``PROCTOR_BYTECODE=0``, :mod:`proctor.suites.bytecode`): every run compiles the
+  repository and rewrites its test modules from source.
 
 Prints the seconds and the ratios the issue's goal is read from: Proctor over the peer
 (goal <= 1.0) and over bare.
@@ -47,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from proctor import load_task, score
 from proctor.sandbox import warm_counts, warm_sandboxes, warm_waiting
+from proctor.suites import BYTECODE_ENV
 
 VENV_PATH = "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin"
 WORK = "/tmp/peer"
@@ -172,6 +176,19 @@ def warm_s(task, patch: bytes) -> float:
         return in_process_s(task, patch)
 
 
+def from_source_s(task, patch: bytes) -> float:
+    """:func:`in_process_s` with the task's compiled files off (``PROCTOR_BYTECODE=0``)."""
+    before = os.environ.get(BYTECODE_ENV)
+    os.environ[BYTECODE_ENV] = "0"
+    try:
+        return in_process_s(task, patch)
+    finally:
+        if before is None:
+            del os.environ[BYTECODE_ENV]
+        else:
+            os.environ[BYTECODE_ENV] = before
+
+
 def measure(task_dir: Path, repeats: int) -> dict[str, float]:
     """Median seconds of each way for ``task_dir``'s reference patch (one warm-up each)."""
     task = load_task(task_dir)
@@ -188,6 +205,7 @@ def measure(task_dir: Path, repeats: int) -> dict[str, float]:
         "proctor CLI daemon": lambda: cli_s(task_dir, task.reference_patch, daemon=True),
         "proctor in-process": lambda: in_process_s(task, patch),
         "proctor warm": lambda: warm_s(task, patch),
+        "proctor from source": lambda: from_source_s(task, patch),
     }
     times: dict[str, list[float]] = {k: [] for k in ways}
     with cli_daemon() as served:
@@ -224,7 +242,7 @@ def main() -> int:
     args = ap.parse_args()
     print(f"{'task':18s} {'bare':>7s} {'peer':>7s} {'CLI':>7s} {'daemon':>7s} {'in-proc':>7s} "
           f"{'warm':>7s}   {'CLI/peer':>8s} {'dmn/peer':>8s} {'in/peer':>8s} {'warm/peer':>9s} "
-          f"{'peer/bare':>9s} {'CLI/bare':>8s}")
+          f"{'peer/bare':>9s} {'CLI/bare':>8s} {'source':>7s} {'in/source':>9s}")
     for name, task_dir in _tasks(args):
         try:
             m = measure(task_dir, args.repeats)
@@ -232,10 +250,10 @@ def main() -> int:
             print(f"{name:18s} {type(exc).__name__}: {exc}", flush=True)
             continue
         b, p, c, i = m["bare"], m["peer"], m["proctor CLI"], m["proctor in-process"]
-        w, d = m["proctor warm"], m["proctor CLI daemon"]
+        w, d, src = m["proctor warm"], m["proctor CLI daemon"], m["proctor from source"]
         print(f"{name:18s} {b:6.2f}s {p:6.2f}s {c:6.2f}s {d:6.2f}s {i:6.2f}s {w:6.2f}s   "
               f"{c / p:7.2f}x {d / p:7.2f}x {i / p:7.2f}x {w / p:8.2f}x {p / b:8.2f}x "
-              f"{c / b:7.2f}x", flush=True)
+              f"{c / b:7.2f}x {src:6.2f}s {i / src:8.2f}x", flush=True)
     print("goal (issue 26): Proctor's per-patch time at most the peer's (CLI/peer <= 1.0)")
     return 0
 

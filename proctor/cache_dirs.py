@@ -59,6 +59,12 @@ def image_facts() -> Path:
     return cache_root() / "image-facts"
 
 
+def bytecode() -> Path:
+    """A task's pristine files compiled once, per task and image: ``<key>/`` (see
+    :mod:`proctor.suites.bytecode`)."""
+    return cache_root() / "bytecode"
+
+
 def daemon_logs() -> Path:
     """The CLI daemons' own output (``proctor daemon``): ``<key>.log``."""
     return cache_root() / "daemon"

@@ -7,8 +7,8 @@ for the repo's ``conftest.py`` in one run had it loaded, instead of the source, 
 later run in the same sandbox (the mutation runner's, the differential runs'). The runners
 start with ``-X pycache_prefix`` at a read-only tree of the tools venv (``PYCACHE_PREFIX``)
 that holds the bytecode of the standard library and the tools, compiled when the image or
-venv was built, and nothing of the repository: the repository's modules compile from their
-source, pytest and the standard library start from their bytecode.
+venv was built, and of the task's pristine repository compiled once (read-only:
+tests/test_bytecode.py), never of anything the patch's code wrote.
 """
 
 from __future__ import annotations

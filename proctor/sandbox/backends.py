@@ -100,13 +100,16 @@ class SandboxSpec:
     Docker's image tag, the local backend's tools venv), ``backend`` (a name in
     :data:`~proctor.sandbox.base.BACKENDS`), its ``limits``, ``run_id`` (the label its
     resources carry; default: random) and ``ttl_s`` (seconds after which the sweeper may
-    remove it if its owner is gone)."""
+    remove it if its owner is gone). ``mounts``: (path inside, host directory) pairs shown
+    read-only from its creation on, besides the harness's (the task's compiled files,
+    :mod:`proctor.suites.bytecode`)."""
 
     env: str
     backend: str = "docker"
     limits: Limits = field(default_factory=Limits)
     run_id: str | None = None
     ttl_s: float = 3600.0
+    mounts: tuple[tuple[str, str], ...] = ()
 
 
 def open_sandbox(backend: str, env: str, limits: Limits = Limits(), run_id: str | None = None,

@@ -14,11 +14,13 @@ HARNESS_DIR = "/proctor/harness"
 PYTHON = "/opt/proctor/venv/bin/python"
 #: The bytecode cache root of the interpreters that run the code under test (``-X
 #: pycache_prefix``): a read-only tree inside the tools venv holding the bytecode of the
-#: standard library and of the tools, compiled when the image or the venv was built, and of
-#: nothing else. No ``.pyc`` is read from a ``__pycache__`` beside a source (one the patch's
-#: code wrote for a conftest or a test module a later run imports, say) and none can be put
-#: where one would be read: the repository's modules always compile from their source,
-#: while pytest and the standard library start from their bytecode.
+#: standard library and of the tools, compiled when the image or the venv was built, and,
+#: under ``work/repo``, the task's pristine repository compiled once (a read-only mount:
+#: :mod:`proctor.suites.bytecode`). No ``.pyc`` is read from a ``__pycache__`` beside a
+#: source (one the patch's code wrote for a conftest or a test module a later run imports,
+#: say) and none can be put where one would be read: a module the patch changed compiles
+#: from its source, while pytest, the standard library and the untouched modules start from
+#: their bytecode.
 PYCACHE_PREFIX = "/opt/proctor/venv/pycache"
 #: Where the harness's own steps write their reports.
 OUT_DIR = "/proctor/out"

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 from proctor.suites.baseline import Baseline, calibrated, grade_suite, load_or_compute_baseline
 from proctor.suites.benchmark import BenchmarkResult, run_benchmark
+from proctor.suites.bytecode import (
+    BYTECODE_ENV,
+    BYTECODE_MOUNT,
+    build_bytecode,
+    bytecode_dir,
+    bytecode_enabled,
+    bytecode_key,
+    store_bytecode,
+)
 from proctor.suites.file_checks import run_file_checks
 from proctor.suites.mutation import (
     NO_PROGRESS_NOTE,
@@ -30,10 +39,11 @@ from proctor.suites.variants import (
 )
 
 __all__ = [
-    "Baseline", "BenchmarkResult", "EmbeddedTripwire", "INCONTAINER", "MutationResult",
-    "NO_PROGRESS_NOTE", "PASSED", "ReachMap", "STATE_REPEATS", "SuiteRun", "VARIANTS",
-    "calibrated", "cannot_change_reward", "changed_verdicts", "check_variants", "embed_tripwire",
-    "grade_suite", "install_harness", "load_or_compute_baseline", "run_benchmark",
-    "run_file_checks", "run_mutation", "run_suite", "select_mutants", "snapshot_step",
-    "trusted_killers", "undecided_verdicts"
+    "BYTECODE_ENV", "BYTECODE_MOUNT", "Baseline", "BenchmarkResult", "EmbeddedTripwire",
+    "INCONTAINER", "MutationResult", "NO_PROGRESS_NOTE", "PASSED", "ReachMap", "STATE_REPEATS",
+    "SuiteRun", "VARIANTS", "build_bytecode", "bytecode_dir", "bytecode_enabled",
+    "bytecode_key", "calibrated", "cannot_change_reward", "changed_verdicts", "check_variants",
+    "embed_tripwire", "grade_suite", "install_harness", "load_or_compute_baseline",
+    "run_benchmark", "run_file_checks", "run_mutation", "run_suite", "select_mutants",
+    "snapshot_step", "store_bytecode", "trusted_killers", "undecided_verdicts"
 ]

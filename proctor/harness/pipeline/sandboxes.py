@@ -37,12 +37,14 @@ class Env:
     image_id: str | None
     baseline: Baseline
     limits: Limits
+    #: read-only mounts of every sandbox (the task's compiled files: ``task_bytecode``)
+    mounts: tuple[tuple[str, str], ...] = ()
 
     def spec(self, task: Task, rollout_id: str) -> SandboxSpec:
         """How each sandbox of ``rollout_id``'s score is made: labelled with the rollout id,
         expiring (for the sweeper) 300 s after the task's per-patch deadline."""
         ttl = task.config.timeouts.per_patch + 300  # expiry: deadline + teardown slack
-        return SandboxSpec(self.tag, self.backend, self.limits, rollout_id, ttl)
+        return SandboxSpec(self.tag, self.backend, self.limits, rollout_id, ttl, self.mounts)
 
 
 class SandboxPair:

@@ -89,6 +89,7 @@ from proctor.harness.pipeline.suites_in_sandbox import (
     run_public,
     suite_rng,
     task_baseline,
+    task_bytecode,
 )
 from proctor.harness.pipeline.workspace import (
     ApplyResult,
@@ -356,14 +357,15 @@ def _baseline(run: _Run, checked: _Checked, choice: _Choice) -> Env | Ending:
                        task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, choice.image, task.requirements)
         trace.env.image, trace.env.image_digest = tag, image_id
-        baseline = task_baseline(task, tag, image_id, limits, backend)
+        mounts = task_bytecode(task, tag, image_id, limits, backend)
+        baseline = task_baseline(task, tag, image_id, limits, backend, mounts=mounts)
         shadowing = shadowing_reasons(
             checked.summary, image_top_level_modules(backend, tag, image_id, limits),
             [p.name for p in task.repo.iterdir()])
     run.deadline.exclude(trace.timing["baseline_s"])  # task preparation: cached, not counted
     if shadowing:  # a new top-level module named like one the image has installed
         return violated(trace.integrity, shadowing, task, checked.blockers)
-    return Env(backend, tag, image_id, baseline, limits)
+    return Env(backend, tag, image_id, baseline, limits, mounts)
 
 
 def _sandbox(run: _Run, pair: SandboxPair, checked: _Checked) -> _Judged | Ending:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proctor import cache_dirs
-from proctor.errors import TaskConfigError
+from proctor.errors import ProctorError, TaskConfigError
+from proctor.file_lock import file_lock
+from proctor.harness.pipeline.cancel import Cancelled
 from proctor.harness.pipeline.install import INSTALL_TIMEOUT_S, install_repo
 from proctor.harness.pipeline.workspace import (
     ApplyResult,
@@ -25,6 +27,7 @@ from proctor.harness.pipeline.workspace import (
     plan_hidden_tests,
     plan_hidden_upstream,
     prepare_repo,
+    repo_archive,
     repo_moved,
     reset_scratch,
     restore_public_tests,
@@ -42,17 +45,23 @@ from proctor.sandbox import (
     take_warm,
 )
 from proctor.suites import (
+    BYTECODE_MOUNT,
     PASSED,
     VARIANTS,
     Baseline,
     EmbeddedTripwire,
     ReachMap,
     SuiteRun,
+    build_bytecode,
+    bytecode_dir,
+    bytecode_enabled,
+    bytecode_key,
     calibrated,
     embed_tripwire,
     install_harness,
     load_or_compute_baseline,
     run_suite,
+    store_bytecode,
 )
 from proctor.task import Task
 
@@ -74,11 +83,12 @@ def open_patched_sandbox(task: Task, spec: SandboxSpec, patch: bytes | None, *,
     :func:`~proctor.harness.pipeline.workspace.prepare_repo`). The sandbox is a warm one
     when this process keeps them (:mod:`proctor.sandbox.warm_pool`: made ahead, never used
     before), else made now."""
-    mounts = harness_mount()
+    harness = harness_mount()
+    mounts = {**(harness or {}), **{inside: Path(host) for inside, host in spec.mounts}}
     sb = take_warm(WarmKey.of(spec.backend, spec.env, spec.limits, spec.ttl_s, mounts)) or \
         open_sandbox(spec.backend, spec.env, spec.limits, spec.run_id, spec.ttl_s, mounts)
     try:
-        if not mounts:  # before the apply command: it may run the tree report
+        if not harness:  # before the apply command: it may run the tree report
             install_harness(sb)
         applied = prepare_repo(sb, task, timeout, patch, tree_paths)
     except BaseException:
@@ -306,7 +316,8 @@ def install_at_baseline(sb: Sandbox, task: Task, state: str) -> None:
         f"pip's last lines:\n{last}")
 
 
-def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
+def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker",
+                    mounts: tuple[tuple[str, str], ...] = ()):
     """``run_suites(patch, runs)`` for :func:`proctor.suites.baseline.load_or_compute_baseline`:
     one fresh sandbox per patch state, every suite run ``runs`` times in it.
 
@@ -316,7 +327,8 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
 
     def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
         out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
-        sb, applied = open_patched_sandbox(task, SandboxSpec(image, backend, limits), patch)
+        sb, applied = open_patched_sandbox(task, SandboxSpec(image, backend, limits,
+                                                             mounts=mounts), patch)
         with sb:
             if applied is not None and not applied.applied:
                 raise TaskConfigError(
@@ -339,7 +351,8 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
     return run_suites
 
 
-def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker"):
+def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker",
+                   mounts: tuple[tuple[str, str], ...] = ()):
     """``record_reach()`` for :func:`proctor.suites.baseline.load_or_compute_baseline`: in a
     fresh sandbox of the base repo (installed first with ``install = true``, as the scored
     runs are), one run of each suite recording which tests enter which functions (suite ->
@@ -348,7 +361,8 @@ def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: s
     map to trust)."""
 
     def record_reach() -> dict[str, ReachMap | None]:
-        sb, _ = open_patched_sandbox(task, SandboxSpec(image, backend, limits), None)
+        sb, _ = open_patched_sandbox(task, SandboxSpec(image, backend, limits, mounts=mounts),
+                                     None)
         with sb:
             if task.config.install:
                 install_at_baseline(sb, task, "the base repo")
@@ -403,19 +417,94 @@ def variant_calibrator(task: Task, image: str, limits: Limits = Limits(),
     return calibrate
 
 
-def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits(),
-                  backend: str = "docker", refresh: bool = False) -> Baseline:
+def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits(),  # noqa: PLR0913
+                  backend: str = "docker", refresh: bool = False,
+                  mounts: tuple[tuple[str, str], ...] = ()) -> Baseline:
     """The task's baseline on the sandbox environment ``image`` (id ``image_id``): cached,
-    else computed (:func:`baseline_runner`, :func:`reach_recorder`) and cached. The one way
-    every caller (scoring, batches, ``proctor task check``) gets it, so each computes the
-    same thing.
+    else computed (:func:`baseline_runner`, :func:`reach_recorder`; their sandboxes with
+    ``mounts``, e.g. :func:`task_bytecode`'s, which change no outcome) and cached. The one
+    way every caller (scoring, batches, ``proctor task check``) gets it, so each computes
+    the same thing.
 
     Raises:
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test, ...).
         InfraError: a baseline sandbox failed.
     """
-    return load_or_compute_baseline(task, image_id, baseline_runner(task, image, limits, backend),
-                                    refresh, reach_recorder(task, image, limits, backend))
+    return load_or_compute_baseline(
+        task, image_id, baseline_runner(task, image, limits, backend, mounts), refresh,
+        reach_recorder(task, image, limits, backend, mounts))
+
+
+def task_bytecode(task: Task, image: str, image_id: str, limits: Limits = Limits(),
+                  backend: str = "docker") -> tuple[tuple[str, str], ...]:
+    """The mount of the task's compiled pristine files (:mod:`proctor.suites.bytecode`)
+    for every later sandbox of the task on ``image`` (id ``image_id``): cached, else built
+    once in a sandbox of the pristine repository with the public tests put back, as a
+    scored sandbox has them, without the files a hidden test's path names. ``()`` (each
+    run compiles from source) when turned off, on a backend other than Docker, for a
+    repository with little Python source (:data:`BYTECODE_MIN_SOURCE`) or when the build
+    failed (tried once per process). Never raises for the build's failures: the tree only
+    saves time."""
+    if backend != "docker" or not bytecode_enabled():
+        return ()
+    key = _bytecode_key(task, image_id)
+    if key is None:
+        return ()
+    where = bytecode_dir(key)
+    if not where.is_dir():
+        if key in _BYTECODE_FAILED:
+            return ()
+        with file_lock(where.with_name(f"{key}.lock")):  # one build per key on the host
+            if not where.is_dir() and _build_tree(task, image, limits, backend, key) is None:
+                _BYTECODE_FAILED.add(key)
+                return ()
+    return ((BYTECODE_MOUNT, str(where)),)
+
+
+def _build_tree(task: Task, image: str, limits: Limits, backend: str, key: str) -> Path | None:
+    """Build and store ``key``'s tree (see :func:`task_bytecode`); its directory, or None."""
+    try:
+        with open_task_sandbox(task, SandboxSpec(image, backend, limits)) as sb:
+            restore_public_tests(sb, task)
+            files = build_bytecode(sb, task.config.tests.public,
+                                   min(task.config.timeouts.per_suite, BUILD_TIMEOUT_S))
+    except Cancelled:
+        raise
+    except (ProctorError, OSError):  # the runs compile from source, as without it
+        return None
+    if files is None:
+        return None
+    # a hidden file may take a compiled file's path (upstream placement) with the same size
+    # and time: it must compile from its own source
+    hidden = {str(p.relative_to(task.hidden)) for p in task.hidden.rglob("*.py")} \
+        if task.hidden.is_dir() else set()
+    kept = {rel: data for rel, data in files.items()
+            if rel.split(".cpython-")[0] + ".py" not in hidden}
+    return store_bytecode(key, kept) if kept else None
+
+
+#: Most seconds a tree's build may take (the task's ``per_suite`` when less).
+BUILD_TIMEOUT_S = 120.0
+#: Keys of trees this process could not build: not tried again.
+_BYTECODE_FAILED: set[str] = set()
+#: Bytes of Python source a repository needs for :func:`task_bytecode` to build its tree:
+#: compiling less costs each run less than the build's extra sandbox costs once.
+BYTECODE_MIN_SOURCE = 64 * 1024
+
+
+def _bytecode_key(task: Task, image_id: str) -> str | None:
+    """:func:`~proctor.suites.bytecode_key` of ``task`` on ``image_id``, or None when its
+    repository has less Python source than :data:`BYTECODE_MIN_SOURCE`; memoized per
+    task fingerprint."""
+    memo = (task.fingerprint, str(task.repo), image_id, tuple(task.config.tests.public))
+    if memo not in _BYTECODE_KEYS:
+        source = sum(p.stat().st_size for p in task.repo.rglob("*.py") if p.is_file())
+        _BYTECODE_KEYS[memo] = None if source < BYTECODE_MIN_SOURCE else \
+            bytecode_key(repo_archive(task), image_id, task.config.tests.public)
+    return _BYTECODE_KEYS[memo]
+
+
+_BYTECODE_KEYS: dict[tuple, str | None] = {}
 
 
 def calibrate_task(task: Task, baseline: Baseline, image: str, limits: Limits = Limits(),
