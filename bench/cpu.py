@@ -1,14 +1,16 @@
 """CPU and sandbox commands per rollout (issue 6: scaling is CPU bound).
 
-    python bench/cpu.py [--n 5] [--patch reference] [--no-overlap]
+    python bench/cpu.py [--n 5] [--patch reference] [--no-overlap] [--task DIR]
 
-Scores the example's candidate patch ``--n`` times, one after the other (baseline cached
-first), and prints per rollout: wall time; the whole machine's busy CPU from /proc/stat
-(meaningful only on a quiet machine: the load average is printed); the part of it spent
-inside the containers (cgroup v1 ``cpuacct``, read before each removal); dockerd +
-containerd; this process with its children; and the sandbox operations by kind (commands,
-file copies and reads, signals, containers). With 2 cores, 2 workers can reach at most
-``2 * wall(1 worker) / busy CPU`` times the 1-worker throughput.
+Scores the example's candidate patch (or ``--task``'s ``reference.patch``) ``--n`` times,
+one after the other (baseline cached first), and prints per rollout: wall time; the whole
+machine's busy CPU from /proc/stat (meaningful only on a quiet machine: the load average is
+printed); the part of it spent inside the containers (cgroup v1 ``cpuacct``, read before
+each removal); dockerd + containerd; this process with its children; and the sandbox
+operations by kind (commands, file copies and reads, signals, containers). With 2 cores, 2
+workers can reach at most ``2 * wall(1 worker) / busy CPU`` times the 1-worker throughput.
+``PROCTOR_BYTECODE=0`` in the environment measures the runs compiling the repository from
+source (:mod:`proctor.suites.bytecode`).
 """
 
 from __future__ import annotations
@@ -99,10 +101,15 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--patch", default="reference")
     ap.add_argument("--no-overlap", action="store_true")
+    ap.add_argument("--task", type=Path, help="a task directory (its reference.patch)")
     args = ap.parse_args()
-    task = Path(subprocess.run([sys.executable, str(ROOT / "examples/toolz/make_task.py")],
-                               check=True, capture_output=True, text=True).stdout.split("\n")[-2])
-    patch = (task.parent / "patches" / f"{args.patch}.patch").read_bytes()
+    if args.task:
+        task, patch = args.task, (args.task / "reference.patch").read_bytes()
+    else:
+        task = Path(subprocess.run([sys.executable, str(ROOT / "examples/toolz/make_task.py")],
+                                   check=True, capture_output=True,
+                                   text=True).stdout.split("\n")[-2])
+        patch = (task.parent / "patches" / f"{args.patch}.patch").read_bytes()
     rec = score(task, patch)  # baseline computed or loaded
     assert rec.status == "scored", rec.error
     counters = Counters()

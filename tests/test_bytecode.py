@@ -8,9 +8,12 @@ too small to be worth a build) leave the runs compiling from source."""
 from __future__ import annotations
 
 import io
+import marshal
 import os
+import re
 import stat
 import tarfile
+import types
 
 import pytest
 
@@ -48,7 +51,8 @@ def test_an_untouched_module_loads_from_the_tree_and_a_patched_one_from_its_sour
         assert res.ok, res.output[-2000:]
         assert (f"# {BYTECODE_MOUNT}/toolz/dicttoolz.cpython-311.pyc matches "
                 "/work/repo/toolz/dicttoolz.py") in res.output
-        assert "# bytecode is stale for 'toolz.itertoolz'" in res.output
+        # the tree has itertoolz too, compiled from its pristine source: its hash differs
+        assert os.path.isfile(os.path.join(mounts[0][1], "toolz/itertoolz.cpython-311.pyc"))
         assert "# code object from /work/repo/toolz/itertoolz.py" in res.output
         # the sandbox user can neither change nor add a file of the tree
         res = sb.run(["sh", "-c", f"touch {BYTECODE_MOUNT}/x; "
@@ -66,16 +70,32 @@ def test_the_tree_holds_compiled_repository_files_only_never_a_hidden_test(tree)
     assert files and all(f.endswith(".pyc") for f in files)
     sources = {str(p.relative_to(task.repo)).removesuffix(".py")
                for p in task.repo.rglob("*.py")}
-    stems = {f.split(".cpython-")[0] for f in files}
-    assert stems <= sources, stems - sources
-    hidden = {str(p.relative_to(task.hidden)).removesuffix(".py")
-              for p in task.hidden.rglob("*.py")} - sources
-    assert hidden and not stems & hidden
+    assert {f.split(".cpython-")[0] for f in files} <= sources
+    # no test function that only the hidden tests define is anywhere in the tree's bytes
+    defined = re.compile(rb"def (test_\w+)")
+    visible = {m for p in task.repo.rglob("*.py") for m in defined.findall(p.read_bytes())}
+    hidden_only = {m for p in task.hidden.rglob("*.py")
+                   for m in defined.findall(p.read_bytes())} - visible
+    assert hidden_only
+    names: set[bytes] = set()
+    for f in files:
+        with open(os.path.join(root, f), "rb") as fh:
+            _names_of(marshal.loads(fh.read()[16:]), names)
+    assert sorted(hidden_only & names) == []
     # pytest's rewrite of a public test module, the import system's bytecode of the package
-    assert "toolz/tests/test_dicttoolz.cpython-311-pytest-9.0.3.pyc" in files or any(
-        f.startswith("toolz/tests/test_dicttoolz.cpython-311-pytest-") for f in files)
+    assert any(f.startswith("toolz/tests/test_dicttoolz.cpython-311-pytest-") for f in files)
     assert "toolz/dicttoolz.cpython-311.pyc" in files
     assert all(stat.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o444 for f in files)
+
+
+def _names_of(code: types.CodeType, into: set[bytes]) -> None:
+    """Every name and string constant of ``code`` and of the code objects inside it."""
+    into.update(n.encode() for n in (code.co_name, *code.co_names, *code.co_varnames))
+    for const in code.co_consts:
+        if isinstance(const, str):
+            into.add(const.encode())
+        elif isinstance(const, types.CodeType):
+            _names_of(const, into)
 
 
 @pytest.mark.docker
@@ -148,6 +168,7 @@ def test_a_failed_build_leaves_no_tree_and_is_not_tried_again(toolz_task, tmp_pa
         def __exit__(self, *exc):
             return False
 
+    monkeypatch.setattr(suites_in_sandbox, "docker_can_bind", lambda: True)
     monkeypatch.setattr(suites_in_sandbox, "open_task_sandbox", lambda *a, **k: Failing())
     monkeypatch.setattr(suites_in_sandbox, "restore_public_tests", lambda *a, **k: None)
     monkeypatch.setattr(suites_in_sandbox, "build_bytecode", lambda *a, **k: None)
@@ -160,16 +181,20 @@ def test_a_failed_build_leaves_no_tree_and_is_not_tried_again(toolz_task, tmp_pa
     assert opened == [1]
 
 
-def test_a_compiled_file_a_hidden_test_s_path_names_is_left_out(toolz_task, tmp_path,
-                                                                 monkeypatch):
-    """Upstream placement puts a hidden file at its repository path, maybe with the size and
-    time of the visible file it replaces: it must compile from its own source, so the tree
-    holds nothing at a path the hidden directory names."""
-    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path))
-    task = load_task(toolz_task)
+def test_with_upstream_placement_no_compiled_file_of_a_hidden_path_is_kept(tmp_path,
+                                                                         monkeypatch):
+    """Upstream placement puts a hidden file at its repository path: it must compile from
+    its own source, so the tree holds nothing at a path the hidden directory names."""
+    from tests import test_hidden_upstream_path as upstream
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(suites_in_sandbox, "BYTECODE_MIN_SOURCE", 0)
+    monkeypatch.setattr(suites_in_sandbox, "docker_can_bind", lambda: True)
+    task = load_task(upstream.build(tmp_path / "task"))
     hidden = sorted(str(p.relative_to(task.hidden)) for p in task.hidden.rglob("*.py"))
-    assert hidden
-    built = {"toolz/dicttoolz.cpython-311.pyc": b"kept",
+    assert hidden == ["tests/helper.py", "tests/test_hidden.py"]
+    built = {"calc/core.cpython-311.pyc": b"kept",
+             "tests/test_public.cpython-311-pytest-9.0.3.pyc": b"kept",
              **{h.removesuffix(".py") + ".cpython-311-pytest-9.0.3.pyc": b"dropped"
                 for h in hidden},
              **{h.removesuffix(".py") + ".cpython-311.pyc": b"dropped" for h in hidden}}
@@ -184,8 +209,45 @@ def test_a_compiled_file_a_hidden_test_s_path_names_is_left_out(toolz_task, tmp_
     monkeypatch.setattr(suites_in_sandbox, "open_task_sandbox", lambda *a, **k: Sandbox())
     monkeypatch.setattr(suites_in_sandbox, "restore_public_tests", lambda *a, **k: None)
     monkeypatch.setattr(suites_in_sandbox, "build_bytecode", lambda *a, **k: dict(built))
-    ((inside, root),) = task_bytecode(task, "image", "sha256:hidden-paths")
+    ((inside, root),) = task_bytecode(task, "image", "sha256:upstream")
     assert inside == BYTECODE_MOUNT
     files = sorted(os.path.relpath(os.path.join(d, f), root)
                    for d, _, names in os.walk(root) for f in names)
-    assert files == ["toolz/dicttoolz.cpython-311.pyc"]
+    assert files == ["calc/core.cpython-311.pyc",
+                     "tests/test_public.cpython-311-pytest-9.0.3.pyc"]
+
+
+@pytest.mark.docker
+def test_what_compiles_with_a_warning_stays_out_and_pytest_reads_the_rest(
+        tmp_path, monkeypatch, docker_ready, toolz_make_task):
+    """Loading bytecode skips the compile and its warnings, so whatever compiles with one
+    (an invalid escape in a module, an always-true assert in a test module) is not in the
+    tree. pytest takes its cached rewrite of an untouched public test module from the tree
+    and rewrites a changed one anew."""
+    monkeypatch.setattr(suites_in_sandbox, "BYTECODE_MIN_SOURCE", 0)
+    root = mini_task.build(tmp_path / "mini", toolz_make_task.make_patch)
+    (root / "repo/calc/warns.py").write_text('PATTERN = "\\d+"\n')
+    (root / "repo/tests/test_warns.py").write_text(
+        'def test_always_true():\n    assert (1 == 2, "a tuple is true")\n')
+    task = load_task(root)
+    tag, image_id = resolve_image(docker_client(), docker_ready)
+    mounts = task_bytecode(task, tag, image_id)
+    tree_root = mounts[0][1]
+    files = sorted(os.path.relpath(os.path.join(d, f), tree_root)
+                   for d, _, names in os.walk(tree_root) for f in names)
+    assert "calc/core.cpython-311.pyc" in files
+    assert any(f.startswith("tests/test_core.cpython-311-pytest-") for f in files), files
+    assert not [f for f in files if "warns" in f], files
+    sb, _ = suites_in_sandbox.open_patched_sandbox(task, SandboxSpec(tag, mounts=mounts), None)
+    with sb:
+        suites_in_sandbox.restore_public_tests(sb, task)
+        collect = (f"{PYTHON} {' '.join(RUNNER_FLAGS)} -m pytest -c /proctor/harness/pytest.ini "
+                   "--rootdir=/work/repo -p no:cacheprovider --import-mode=prepend --co -q "
+                   "--debug=/tmp/debug.log tests >/dev/null; grep -E 'rewritten pyc|rewriting' "
+                   "/tmp/debug.log")
+        out = sb.run(["sh", "-c", collect], timeout=60, cwd="/work/repo").output
+        assert "found cached rewritten pyc for /work/repo/tests/test_core.py" in out, out
+        assert "rewriting PosixPath('/work/repo/tests/test_warns.py')" in out, out
+        out = sb.run(["sh", "-c", "echo '# changed' >> tests/test_core.py && " + collect],
+                     timeout=60, cwd="/work/repo").output
+        assert "rewriting PosixPath('/work/repo/tests/test_core.py')" in out, out

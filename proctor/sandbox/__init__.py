@@ -16,7 +16,7 @@ from proctor.sandbox.backends import (
 from proctor.sandbox.base import BACKENDS, ExecResult, Limits, Sandbox, register, tar_of_tree
 from proctor.sandbox.cleanup import remove_stale
 from proctor.sandbox.conformance import CHECKS, CheckResult, ConformanceError, run_conformance
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox.docker_backend import DockerSandbox, docker_can_bind
 from proctor.sandbox.engine import docker_client
 from proctor.sandbox.environments import list_images, prune_images
 from proctor.sandbox.image import DEFAULT_BASE, build_image, resolve_image
@@ -58,7 +58,8 @@ __all__ = [
     "KILLERS_WAIT_SLACK_S", "Limits", "OUT_DIR", "PYCACHE_PREFIX", "PYTHON", "REPO",
     "SANDBOX_PYTHON", "SANDBOX_TOOLS", "SANDBOX_UID", "SITE_DIR", "STEPS_SLACK_S", "Sandbox",
     "SandboxSpec", "Step", "build_image",
-    "check_required", "choose_backend", "docker_client", "host_dir", "list_images",
+    "check_required", "choose_backend", "docker_can_bind", "docker_client", "host_dir",
+    "list_images",
     "open_sandbox", "prune_images", "register", "remove_stale", "resolve_env", "resolve_image",
     "run_steps", "tar_of_tree",
     "WarmConfigError", "WarmKey", "configure_warm", "drain_warm", "settle_warm", "take_warm",

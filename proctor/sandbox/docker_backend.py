@@ -31,6 +31,7 @@ force-removes the container; the executor calls it on every path out.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
 import struct
@@ -113,6 +114,26 @@ def _sticky_mark(image_id: str) -> Path:
     return cache_dirs.image_facts() / f"{image_id.replace(':', '-')}.work-1777"
 
 
+def docker_can_bind(client=None) -> bool:
+    """Whether the engine (``client``'s, default :func:`docker_client`'s, asked once per
+    ``$DOCKER_HOST``) runs on this host, on a local socket, and so can bind-mount this
+    host's directories into a sandbox.
+
+    Raises:
+        EngineUnavailable: no engine answers (without ``client``).
+    """
+    if client is None:
+        where = os.environ.get("DOCKER_HOST", "")
+        if where not in _CAN_BIND:
+            _CAN_BIND[where] = docker_can_bind(docker_client())
+        return _CAN_BIND[where]
+    return str(getattr(client.api, "base_url", "")).startswith("http+docker://local")
+
+
+#: ``$DOCKER_HOST`` -> :func:`docker_can_bind`'s answer for it.
+_CAN_BIND: dict[str, bool] = {}
+
+
 @register("docker")
 class DockerSandbox(Sandbox):
     """A container from ``image`` (tag or id); ``ttl_s`` sets the expiry label (seconds from
@@ -188,8 +209,7 @@ class DockerSandbox(Sandbox):
 
     def _can_bind(self) -> bool:
         """The engine runs on this host (a local socket): it sees our directories."""
-        return str(getattr(self._client.api, "base_url", "")).startswith(
-            "http+docker://local")
+        return docker_can_bind(self._client)
 
     def _create(self, image: str, ttl_s: float, binds: dict[str, Path]):
         lim = self.limits

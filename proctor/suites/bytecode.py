@@ -14,19 +14,26 @@ archive, the pristine public tests put back the same way), and keeps the tree th
   collecting the public suite with the runners' pytest options writes them.
 
 Later sandboxes show that tree read-only at ``<prefix>/work/repo`` (a bind mount made at
-their creation: the sandbox user cannot write it). What it holds stays trusted:
+their creation: the sandbox user cannot write it). What it holds stays trusted, and a run
+gives what it gives compiling from source:
 
 - It is compiled from the pristine repository only. The hidden tests are never compiled
   into it: they would be readable in the public run's sandbox.
-- Python and pytest take a cached file only when the source's modification time and size
-  are the ones it was compiled from. A file the patch changed (``git apply`` gives it a new
-  time) or that the code under test rewrote compiles from its source, as before.
-- Code that changes a source at run time and sets its size and time back to the pristine
-  ones runs the pristine code: no patch gains from that.
+- The modules' bytecode is checked by the source's hash (``checked-hash``): a module the
+  patch changed, or that the code under test rewrote, compiles from its source, as before.
+  pytest checks its cached rewrites by the source's modification time and size; they are
+  of the public test modules and conftests, which the public run puts back pristine (a
+  changed one gets a new time from ``git apply`` and is rewritten anew).
+- Nothing that compiles with a warning is in it (both steps run with ``-W error``): loading
+  bytecode skips the compile, so a warning a conftest turns into an error, or a test that
+  records warnings, sees the same as compiling from source.
+- Code that changes a test module at run time and sets its size and time back runs the
+  pristine test: no patch gains from that.
 
 The key of a tree (:func:`bytecode_key`) is the repository archive's sha256 (file contents
-and times), the image id, the public test paths and :data:`FORMAT`. ``PROCTOR_BYTECODE=0``
-turns it off (every run compiles from source, as without this module).
+and times), the image id, the public test paths, the files left out, the runners' pytest
+configuration and :data:`FORMAT`. ``PROCTOR_BYTECODE=0`` turns it off (every run compiles
+from source, as without this module).
 """
 
 from __future__ import annotations
@@ -43,10 +50,11 @@ from pathlib import Path
 
 from proctor import cache_dirs
 from proctor.sandbox import HARNESS_DIR, PYCACHE_PREFIX, PYTHON, REPO, Sandbox
+from proctor.suites.pytest_runner import INCONTAINER
 
 BYTECODE_ENV = "PROCTOR_BYTECODE"
 #: Bump when what the tree holds or how it is made changes (part of the key).
-FORMAT = 1
+FORMAT = 2
 #: Where a sandbox shows the task's tree: the runners' prefix followed by the repo's path.
 BYTECODE_MOUNT = f"{PYCACHE_PREFIX}{REPO}"
 #: Largest tree taken (bytes of its archive); a larger one is not kept.
@@ -60,9 +68,12 @@ def bytecode_enabled() -> bool:
     return os.environ.get(BYTECODE_ENV, "1") != "0"
 
 
-def bytecode_key(repo_archive: bytes, image_id: str, public: list[str]) -> str:
-    """The key of a tree (hex, 32 characters): see the module docstring."""
-    h = hashlib.sha256(json.dumps([FORMAT, image_id, sorted(public)]).encode())
+def bytecode_key(repo_archive: bytes, image_id: str, public: list[str],
+                 left_out: list[str] = ()) -> str:
+    """The key of a tree (hex, 32 characters): see the module docstring. ``left_out``:
+    repository paths whose compiled files the tree must not hold."""
+    h = hashlib.sha256(json.dumps([FORMAT, image_id, sorted(public), sorted(left_out)]).encode())
+    h.update(hashlib.sha256((INCONTAINER / "pytest.ini").read_bytes()).digest())
     h.update(hashlib.sha256(repo_archive).digest())
     return h.hexdigest()[:32]
 
@@ -72,22 +83,25 @@ def bytecode_dir(key: str) -> Path:
     return cache_dirs.bytecode() / key
 
 
-def build_command(public: list[str]) -> list[str]:
+def build_command(public: list[str], pythonpath: list[str] = ()) -> list[str]:
     """The sandbox command (the sandbox user's, in the pristine repository) that compiles
-    the repository and collects the public suite with a writable prefix, then archives
-    the prefix's ``work/repo`` tree to :data:`_OUT`. Errors of the compile and the
-    collection are not the command's: what compiled is kept."""
-    prefix = "$out"
-    py = f'env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="{prefix}" {PYTHON} -s -P ' \
-         f'-X pycache_prefix="{prefix}"'
+    the repository (``checked-hash`` bytecode) and collects the public suite as the runners
+    do (their pytest configuration; ``pythonpath``: absolute directories on ``sys.path``)
+    with a writable prefix, both with ``-W error``, then archives the prefix's
+    ``work/repo`` tree to :data:`_OUT`. Errors of the compile and the collection are not
+    the command's: what compiled is kept."""
+    env = ["env", "-u", "PYTHONDONTWRITEBYTECODE", 'PYTHONPYCACHEPREFIX="$out"',
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+           *([f"PYTHONPATH={shlex.quote(':'.join(pythonpath))}"] if pythonpath else [])]
+    py = " ".join([*env, PYTHON, "-s", "-P", "-W", "error", "-X", 'pycache_prefix="$out"'])
     collect = " ".join([
         "-m pytest", "-c", f"{HARNESS_DIR}/pytest.ini", f"--rootdir={REPO}",
-        "-p", "no:cacheprovider", "--import-mode=prepend", "--co", "-q",
-        *map(shlex.quote, public)])
+        "-p", "pytest_timeout", "-p", "no:cacheprovider", "--import-mode=prepend", "--co",
+        "-q", *map(shlex.quote, public)])
     script = "\n".join([
         "set -u", 'out=$(mktemp -d /tmp/proctor-pyc.XXXXXX) || exit 90',
         f"cd {REPO} || exit 90",
-        f"{py} -m compileall -q -r 1000 . >/dev/null 2>&1",
+        f"{py} -m compileall -q -r 1000 --invalidation-mode checked-hash . >/dev/null 2>&1",
         f"{py} {collect} >/dev/null 2>&1",
         f'test -d "$out{REPO}" || exit 91',
         f'exec tar -C "$out{REPO}" -cf {_OUT} .',
@@ -95,11 +109,13 @@ def build_command(public: list[str]) -> list[str]:
     return ["sh", "-c", script]
 
 
-def build_bytecode(sb: Sandbox, public: list[str], timeout: float) -> dict[str, bytes] | None:
+def build_bytecode(sb: Sandbox, public: list[str], timeout: float,
+                   pythonpath: list[str] = ()) -> dict[str, bytes] | None:
     """Compile in ``sb`` (the pristine repository at ``/work/repo``, the public tests put
-    back): relative path -> bytes of every ``.pyc`` of the tree, or None when the command
-    failed, timed out or left nothing usable."""
-    res = sb.run(build_command(public), timeout=timeout)
+    back; ``pythonpath`` as :func:`build_command` takes it): relative path -> bytes of
+    every ``.pyc`` of the tree, or None when the command failed, timed out or left nothing
+    usable."""
+    res = sb.run(build_command(public, pythonpath), timeout=timeout)
     if not res.ok:
         return None
     data = sb.get_file(_OUT, MAX_TREE_BYTES)

@@ -12,6 +12,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from proctor.sandbox import (
     Sandbox,
     SandboxSpec,
     WarmKey,
+    docker_can_bind,
     open_sandbox,
     take_warm,
 )
@@ -440,53 +442,62 @@ def task_bytecode(task: Task, image: str, image_id: str, limits: Limits = Limits
     """The mount of the task's compiled pristine files (:mod:`proctor.suites.bytecode`)
     for every later sandbox of the task on ``image`` (id ``image_id``): cached, else built
     once in a sandbox of the pristine repository with the public tests put back, as a
-    scored sandbox has them, without the files a hidden test's path names. ``()`` (each
-    run compiles from source) when turned off, on a backend other than Docker, for a
-    repository with little Python source (:data:`BYTECODE_MIN_SOURCE`) or when the build
-    failed (tried once per process). Never raises for the build's failures: the tree only
-    saves time."""
+    scored sandbox has them. ``()`` (each run compiles from source) when turned off, on a
+    backend other than Docker or an engine that cannot bind-mount this host's directories,
+    for a repository with little Python source (:data:`BYTECODE_MIN_SOURCE`), or when the
+    build failed (tried again after :data:`BUILD_RETRY_S`). Never raises but for a
+    cancellation: the tree only saves time."""
     if backend != "docker" or not bytecode_enabled():
         return ()
-    key = _bytecode_key(task, image_id)
-    if key is None:
-        return ()
-    where = bytecode_dir(key)
-    if not where.is_dir():
-        if key in _BYTECODE_FAILED:
+    try:
+        key = _bytecode_key(task, image_id)
+        if key is None or not docker_can_bind():
             return ()
-        with file_lock(where.with_name(f"{key}.lock")):  # one build per key on the host
-            if not where.is_dir() and _build_tree(task, image, limits, backend, key) is None:
-                _BYTECODE_FAILED.add(key)
+        where = bytecode_dir(key)
+        if not where.is_dir():
+            failed = _BYTECODE_FAILED.get(key)
+            if failed is not None and time.monotonic() - failed < BUILD_RETRY_S:
                 return ()
+            with file_lock(where.with_name(f"{key}.lock")):  # one build per key on the host
+                if not where.is_dir() and _build_tree(task, image, limits, backend,
+                                                      key) is None:
+                    _BYTECODE_FAILED[key] = time.monotonic()
+                    return ()
+    except Cancelled:
+        raise
+    except (ProctorError, OSError):  # the runs compile from source, as without it
+        return ()
     return ((BYTECODE_MOUNT, str(where)),)
 
 
 def _build_tree(task: Task, image: str, limits: Limits, backend: str, key: str) -> Path | None:
     """Build and store ``key``'s tree (see :func:`task_bytecode`); its directory, or None."""
-    try:
-        with open_task_sandbox(task, SandboxSpec(image, backend, limits)) as sb:
-            restore_public_tests(sb, task)
-            files = build_bytecode(sb, task.config.tests.public,
-                                   min(task.config.timeouts.per_suite, BUILD_TIMEOUT_S))
-    except Cancelled:
-        raise
-    except (ProctorError, OSError):  # the runs compile from source, as without it
-        return None
-    if files is None:
-        return None
-    # a hidden file may take a compiled file's path (upstream placement) with the same size
-    # and time: it must compile from its own source
-    hidden = {str(p.relative_to(task.hidden)) for p in task.hidden.rglob("*.py")} \
-        if task.hidden.is_dir() else set()
-    kept = {rel: data for rel, data in files.items()
-            if rel.split(".cpython-")[0] + ".py" not in hidden}
+    with open_task_sandbox(task, SandboxSpec(image, backend, limits)) as sb:
+        restore_public_tests(sb, task)
+        files = build_bytecode(sb, task.config.tests.public,
+                               min(task.config.timeouts.per_suite, BUILD_TIMEOUT_S),
+                               [f"{REPO}/{d}" for d in task.config.pythonpath])
+    left_out = set(_left_out(task))
+    kept = {rel: data for rel, data in (files or {}).items()
+            if rel.split(".cpython-")[0] + ".py" not in left_out}
     return store_bytecode(key, kept) if kept else None
+
+
+def _left_out(task: Task) -> list[str]:
+    """Repository paths whose compiled files a tree must not hold: with the hidden tests
+    placed at their upstream paths, theirs (a hidden file there must compile from its own
+    source, whatever size and time it has)."""
+    if not task.config.hidden_at_upstream_path or not task.hidden.is_dir():
+        return []
+    return sorted(str(p.relative_to(task.hidden)) for p in task.hidden.rglob("*.py"))
 
 
 #: Most seconds a tree's build may take (the task's ``per_suite`` when less).
 BUILD_TIMEOUT_S = 120.0
-#: Keys of trees this process could not build: not tried again.
-_BYTECODE_FAILED: set[str] = set()
+#: Seconds before a tree whose build failed in this process is tried again.
+BUILD_RETRY_S = 600.0
+#: Key -> when this process's build of it failed (``time.monotonic``).
+_BYTECODE_FAILED: dict[str, float] = {}
 #: Bytes of Python source a repository needs for :func:`task_bytecode` to build its tree:
 #: compiling less costs each run less than the build's extra sandbox costs once.
 BYTECODE_MIN_SOURCE = 64 * 1024
@@ -499,8 +510,8 @@ def _bytecode_key(task: Task, image_id: str) -> str | None:
     memo = (task.fingerprint, str(task.repo), image_id, tuple(task.config.tests.public))
     if memo not in _BYTECODE_KEYS:
         source = sum(p.stat().st_size for p in task.repo.rglob("*.py") if p.is_file())
-        _BYTECODE_KEYS[memo] = None if source < BYTECODE_MIN_SOURCE else \
-            bytecode_key(repo_archive(task), image_id, task.config.tests.public)
+        _BYTECODE_KEYS[memo] = None if source < BYTECODE_MIN_SOURCE else bytecode_key(
+            repo_archive(task), image_id, task.config.tests.public, _left_out(task))
     return _BYTECODE_KEYS[memo]
 
 
