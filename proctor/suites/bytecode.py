@@ -31,9 +31,9 @@ gives what it gives compiling from source:
   pristine test: no patch gains from that.
 
 The key of a tree (:func:`bytecode_key`) is the repository archive's sha256 (file contents
-and times), the image id, the public test paths, the files left out, the runners' pytest
-configuration and :data:`FORMAT`. ``PROCTOR_BYTECODE=0`` turns it off (every run compiles
-from source, as without this module).
+and times), the image id, the public test paths, the files left out, the build command,
+the runners' pytest configuration and :data:`FORMAT`. ``PROCTOR_BYTECODE=0`` turns it off
+(every run compiles from source, as without this module).
 """
 
 from __future__ import annotations
@@ -69,10 +69,12 @@ def bytecode_enabled() -> bool:
 
 
 def bytecode_key(repo_archive: bytes, image_id: str, public: list[str],
-                 left_out: list[str] = ()) -> str:
+                 left_out: list[str] = (), pythonpath: list[str] = ()) -> str:
     """The key of a tree (hex, 32 characters): see the module docstring. ``left_out``:
-    repository paths whose compiled files the tree must not hold."""
-    h = hashlib.sha256(json.dumps([FORMAT, image_id, sorted(public), sorted(left_out)]).encode())
+    repository paths whose compiled files the tree must not hold; ``pythonpath`` as
+    :func:`build_command` takes it (the build command is part of the key)."""
+    h = hashlib.sha256(json.dumps([FORMAT, image_id, sorted(public), sorted(left_out),
+                                   build_command(public, pythonpath)]).encode())
     h.update(hashlib.sha256((INCONTAINER / "pytest.ini").read_bytes()).digest())
     h.update(hashlib.sha256(repo_archive).digest())
     return h.hexdigest()[:32]

@@ -476,11 +476,16 @@ def _build_tree(task: Task, image: str, limits: Limits, backend: str, key: str) 
         restore_public_tests(sb, task)
         files = build_bytecode(sb, task.config.tests.public,
                                min(task.config.timeouts.per_suite, BUILD_TIMEOUT_S),
-                               [f"{REPO}/{d}" for d in task.config.pythonpath])
+                               _build_pythonpath(task))
     left_out = set(_left_out(task))
     kept = {rel: data for rel, data in (files or {}).items()
             if rel.split(".cpython-")[0] + ".py" not in left_out}
     return store_bytecode(key, kept) if kept else None
+
+
+def _build_pythonpath(task: Task) -> list[str]:
+    """The task's ``pythonpath`` in the build's sandbox (absolute, under the repo)."""
+    return [f"{REPO}/{d}" for d in task.config.pythonpath]
 
 
 def _left_out(task: Task) -> list[str]:
@@ -511,7 +516,8 @@ def _bytecode_key(task: Task, image_id: str) -> str | None:
     if memo not in _BYTECODE_KEYS:
         source = sum(p.stat().st_size for p in task.repo.rglob("*.py") if p.is_file())
         _BYTECODE_KEYS[memo] = None if source < BYTECODE_MIN_SOURCE else bytecode_key(
-            repo_archive(task), image_id, task.config.tests.public, _left_out(task))
+            repo_archive(task), image_id, task.config.tests.public, _left_out(task),
+            _build_pythonpath(task))
     return _BYTECODE_KEYS[memo]
 
 
