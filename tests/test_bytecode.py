@@ -20,8 +20,8 @@ import pytest
 from proctor import load_task, score
 from proctor.harness.pipeline import suites_in_sandbox
 from proctor.harness.pipeline.suites_in_sandbox import task_bytecode
-from proctor.sandbox import PYTHON, SandboxSpec, docker_client, resolve_image
-from proctor.suites import BYTECODE_ENV, BYTECODE_MOUNT, store_bytecode
+from proctor.sandbox import MUTATION_DIR, PYTHON, SandboxSpec, docker_client, resolve_image
+from proctor.suites import BYTECODE_ENV, BYTECODE_MOUNT, MUTATION_BYTECODE_MOUNT, store_bytecode
 from proctor.suites.bytecode import pyc_files
 from proctor.suites.pytest_runner import RUNNER_FLAGS
 from tests.redteam import mini_task
@@ -33,7 +33,8 @@ def tree(toolz_task, docker_ready):
     task = load_task(toolz_task)
     tag, image_id = resolve_image(docker_client(), docker_ready)
     mounts = task_bytecode(task, tag, image_id)
-    assert [inside for inside, _ in mounts] == [BYTECODE_MOUNT]
+    assert [inside for inside, _ in mounts] == [BYTECODE_MOUNT, MUTATION_BYTECODE_MOUNT]
+    assert len({host for _, host in mounts}) == 1
     return task, tag, mounts
 
 
@@ -59,6 +60,16 @@ def test_an_untouched_module_loads_from_the_tree_and_a_patched_one_from_its_sour
                       f"echo forged > {BYTECODE_MOUNT}/toolz/dicttoolz.cpython-311.pyc"],
                      timeout=10)
         assert not res.ok and res.output.count("Read-only file system") == 2, res.output
+        # the mutation step's copy (made as root, as the step makes it) loads from it too
+        res = sb.run(["sh", "-c", f"mkdir {MUTATION_DIR} && cp -R /work/repo {MUTATION_DIR}/"],
+                     timeout=30, cwd="/", user="0:0")
+        assert res.ok, res.output
+        code = f"import sys; sys.path.insert(0, '{MUTATION_DIR}/repo'); import toolz"
+        res = sb.run(["sh", "-c", f"{PYTHON} {' '.join(RUNNER_FLAGS)} -v -c \"{code}\" 2>&1"],
+                     timeout=60, cwd=f"{MUTATION_DIR}/repo")
+        assert (f"# {MUTATION_BYTECODE_MOUNT}/toolz/dicttoolz.cpython-311.pyc matches "
+                f"{MUTATION_DIR}/repo/toolz/dicttoolz.py") in res.output, res.output[-2000:]
+        assert f"# code object from {MUTATION_DIR}/repo/toolz/itertoolz.py" in res.output
 
 
 @pytest.mark.docker
@@ -209,8 +220,8 @@ def test_with_upstream_placement_no_compiled_file_of_a_hidden_path_is_kept(tmp_p
     monkeypatch.setattr(suites_in_sandbox, "open_task_sandbox", lambda *a, **k: Sandbox())
     monkeypatch.setattr(suites_in_sandbox, "restore_public_tests", lambda *a, **k: None)
     monkeypatch.setattr(suites_in_sandbox, "build_bytecode", lambda *a, **k: dict(built))
-    ((inside, root),) = task_bytecode(task, "image", "sha256:upstream")
-    assert inside == BYTECODE_MOUNT
+    ((inside, root), (again, same)) = task_bytecode(task, "image", "sha256:upstream")
+    assert (inside, again, same) == (BYTECODE_MOUNT, MUTATION_BYTECODE_MOUNT, root)
     files = sorted(os.path.relpath(os.path.join(d, f), root)
                    for d, _, names in os.walk(root) for f in names)
     assert files == ["calc/core.cpython-311.pyc",

@@ -24,6 +24,10 @@ PYTHON = "/opt/proctor/venv/bin/python"
 PYCACHE_PREFIX = "/opt/proctor/venv/pycache"
 #: Where the harness's own steps write their reports.
 OUT_DIR = "/proctor/out"
+#: The mutation step's root-owned staging (the pristine repo, hidden tests, patch) and,
+#: under ``repo``, the copy its mutants run in: made once per sandbox, at a fixed path so
+#: the task's compiled files can be shown at its place under :data:`PYCACHE_PREFIX` too.
+MUTATION_DIR = "/proctor/mutation"
 #: Where ``install = true`` installs the patched project (outside the repository, so no
 #: patch path reaches it); appended to ``sys.path`` after the repository and ``pythonpath``.
 SITE_DIR = "/work/.proctor-site"

@@ -10,6 +10,7 @@ from proctor.suites.benchmark import BenchmarkResult, run_benchmark
 from proctor.suites.bytecode import (
     BYTECODE_ENV,
     BYTECODE_MOUNT,
+    MUTATION_BYTECODE_MOUNT,
     build_bytecode,
     bytecode_dir,
     bytecode_enabled,
@@ -40,7 +41,8 @@ from proctor.suites.variants import (
 
 __all__ = [
     "BYTECODE_ENV", "BYTECODE_MOUNT", "Baseline", "BenchmarkResult", "EmbeddedTripwire",
-    "INCONTAINER", "MutationResult", "NO_PROGRESS_NOTE", "PASSED", "ReachMap", "STATE_REPEATS",
+    "INCONTAINER", "MUTATION_BYTECODE_MOUNT", "MutationResult", "NO_PROGRESS_NOTE", "PASSED",
+    "ReachMap", "STATE_REPEATS",
     "SuiteRun", "VARIANTS", "build_bytecode", "bytecode_dir", "bytecode_enabled",
     "bytecode_key", "calibrated", "cannot_change_reward", "changed_verdicts", "check_variants",
     "embed_tripwire", "grade_suite", "install_harness", "load_or_compute_baseline",

@@ -13,9 +13,11 @@ archive, the pristine public tests put back the same way), and keeps the tree th
 - pytest's cached assertion rewrites of the public test modules and conftests, as
   collecting the public suite with the runners' pytest options writes them.
 
-Later sandboxes show that tree read-only at ``<prefix>/work/repo`` (a bind mount made at
-their creation: the sandbox user cannot write it). What it holds stays trusted, and a run
-gives what it gives compiling from source:
+Later sandboxes show that tree read-only at ``<prefix>/work/repo`` and at the mutation
+copy's place, ``<prefix>/proctor/mutation/repo`` (bind mounts made at their creation: the
+sandbox user cannot write them; the mutation runner asserts plainly, so only the modules'
+bytecode serves it there). What it holds stays trusted, and a run gives what it gives
+compiling from source:
 
 - It is compiled from the pristine repository only. The hidden tests are never compiled
   into it: they would be readable in the public run's sandbox.
@@ -49,7 +51,7 @@ import tempfile
 from pathlib import Path
 
 from proctor import cache_dirs
-from proctor.sandbox import HARNESS_DIR, PYCACHE_PREFIX, PYTHON, REPO, Sandbox
+from proctor.sandbox import HARNESS_DIR, MUTATION_DIR, PYCACHE_PREFIX, PYTHON, REPO, Sandbox
 from proctor.suites.pytest_runner import INCONTAINER
 
 BYTECODE_ENV = "PROCTOR_BYTECODE"
@@ -57,6 +59,8 @@ BYTECODE_ENV = "PROCTOR_BYTECODE"
 FORMAT = 2
 #: Where a sandbox shows the task's tree: the runners' prefix followed by the repo's path.
 BYTECODE_MOUNT = f"{PYCACHE_PREFIX}{REPO}"
+#: Where it shows it again for the mutation step's copy of the repository.
+MUTATION_BYTECODE_MOUNT = f"{PYCACHE_PREFIX}{MUTATION_DIR}/repo"
 #: Largest tree taken (bytes of its archive); a larger one is not kept.
 MAX_TREE_BYTES = 64 * 1024**2
 #: Where the sandbox command leaves the tree's archive.

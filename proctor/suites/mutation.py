@@ -9,8 +9,10 @@ How a mutant is made, chosen and judged, in order:
    no mutants), reading the base from the task's repo and the patched text as the host
    computes it (:func:`~proctor.patch.patched_text.patched_texts`; a file it cannot
    compute keeps all its added lines).
-2. A throw-away copy in the sandbox, as root: the pristine repo with the patch applied
-   (same ``git apply`` strategy), public test paths restored, hidden tests added, then the
+2. A throw-away copy in the sandbox, as root, at ``/proctor/mutation/repo`` (one per sandbox;
+   the task's compiled pristine modules are shown for it: :mod:`proctor.suites.bytecode`):
+   the pristine repo with the patch applied (same ``git apply`` strategy), public test
+   paths restored, hidden tests added, then the
    changed files are rewritten with mutmut's mutants of those lines (``mutmut_adapter.py``,
    the only module that touches mutmut; ``# pragma: no mutate`` added by the patch
    ignored); finally the copy is made read-only. The mutants are made on the host by a
@@ -52,7 +54,7 @@ from pathlib import PurePosixPath
 
 from proctor.patch import PatchSummary, applied_as, is_test_module, patched_texts, under
 from proctor.record import Evidence, SuiteTests
-from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, PYTHON, Sandbox
+from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, MUTATION_DIR, PYTHON, Sandbox
 from proctor.suites import mutant_generator
 from proctor.suites.baseline import Baseline
 from proctor.suites.changed_code import changed_functions, changed_lines
@@ -410,7 +412,7 @@ def run_mutation(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  #
     selection = stats_skip(summary, source_texts(task, applied_patch(patch, strategy)[1],
                                                  touched_py),
                            task.config.tests.public, reach)
-    m = f"/proctor/m-{secrets.token_hex(6)}"
+    m = MUTATION_DIR  # once per sandbox (made by _prepare_copy, which fails if it exists)
     t0 = time.monotonic()
     runner_end = t0 + timeout + killers_wait_s
     first: Future = Future()
@@ -582,7 +584,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
     script = "\n".join([
         # what put_archive(as_root=True) does: root owns it, then nobody may write
-        "set -e", "umask 022", f"mkdir -p {m}",
+        "set -e", "umask 022", f"mkdir {m}",
         f"tar -x --no-same-permissions --no-overwrite-dir -C {m} -f -", f"chmod -R a-w {m}",
         f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
         f"chmod -R u+w {m}/repo", f"cd {m}/repo",

@@ -48,6 +48,7 @@ from proctor.sandbox import (
 )
 from proctor.suites import (
     BYTECODE_MOUNT,
+    MUTATION_BYTECODE_MOUNT,
     PASSED,
     VARIANTS,
     Baseline,
@@ -439,14 +440,15 @@ def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits
 
 def task_bytecode(task: Task, image: str, image_id: str, limits: Limits = Limits(),
                   backend: str = "docker") -> tuple[tuple[str, str], ...]:
-    """The mount of the task's compiled pristine files (:mod:`proctor.suites.bytecode`)
-    for every later sandbox of the task on ``image`` (id ``image_id``): cached, else built
-    once in a sandbox of the pristine repository with the public tests put back, as a
-    scored sandbox has them. ``()`` (each run compiles from source) when turned off, on a
-    backend other than Docker or an engine that cannot bind-mount this host's directories,
-    for a repository with little Python source (:data:`BYTECODE_MIN_SOURCE`), or when the
-    build failed (tried again after :data:`BUILD_RETRY_S`). Never raises but for a
-    cancellation: the tree only saves time."""
+    """The mounts of the task's compiled pristine files (:mod:`proctor.suites.bytecode`),
+    at the repository's place and at the mutation copy's, for every later sandbox of the
+    task on ``image`` (id ``image_id``): cached, else built once in a sandbox of the
+    pristine repository with the public tests put back, as a scored sandbox has them.
+    ``()`` (each run compiles from source) when turned off, on a backend other than Docker
+    or an engine that cannot bind-mount this host's directories, for a repository with
+    little Python source (:data:`BYTECODE_MIN_SOURCE`), or when the build failed (tried
+    again after :data:`BUILD_RETRY_S`). Never raises but for a cancellation: the tree only
+    saves time."""
     if backend != "docker" or not bytecode_enabled():
         return ()
     try:
@@ -467,7 +469,7 @@ def task_bytecode(task: Task, image: str, image_id: str, limits: Limits = Limits
         raise
     except (ProctorError, OSError):  # the runs compile from source, as without it
         return ()
-    return ((BYTECODE_MOUNT, str(where)),)
+    return ((BYTECODE_MOUNT, str(where)), (MUTATION_BYTECODE_MOUNT, str(where)))
 
 
 def _build_tree(task: Task, image: str, limits: Limits, backend: str, key: str) -> Path | None:
