@@ -1,6 +1,6 @@
 """CPU and sandbox commands per rollout (issue 6: scaling is CPU bound).
 
-    python bench/cpu.py [--n 5] [--patch reference] [--no-overlap] [--task DIR]
+    python bench/cpu.py [--n 5] [--patch reference] [--no-overlap] [--task DIR] [--kept-mutants]
 
 Scores the example's candidate patch (or ``--task``'s ``reference.patch``) ``--n`` times,
 one after the other (baseline cached first), and prints per rollout: wall time; the whole
@@ -10,7 +10,9 @@ each removal); dockerd + containerd; this process with its children; and the san
 operations by kind (commands, file copies and reads, signals, containers). With 2 cores, 2
 workers can reach at most ``2 * wall(1 worker) / busy CPU`` times the 1-worker throughput.
 ``PROCTOR_BYTECODE=0`` in the environment measures the runs compiling the repository from
-source (:mod:`proctor.suites.bytecode`).
+source (:mod:`proctor.suites.bytecode`). Each rollout's mutants are made anew, as a patch not
+scored before has them; ``--kept-mutants`` lets the repeats take the host generator's kept
+answer (:mod:`proctor.suites.mutant_generator`), as a patch scored again does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from proctor import score
 from proctor.sandbox import docker_backend as db
+from proctor.suites import mutant_generator
 
 HZ = os.sysconf("SC_CLK_TCK")
 CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")
@@ -102,6 +105,8 @@ def main() -> int:
     ap.add_argument("--patch", default="reference")
     ap.add_argument("--no-overlap", action="store_true")
     ap.add_argument("--task", type=Path, help="a task directory (its reference.patch)")
+    ap.add_argument("--kept-mutants", action="store_true",
+                    help="the repeats take the mutants kept from the first (a patch scored again)")
     args = ap.parse_args()
     if args.task:
         task, patch = args.task, (args.task / "reference.patch").read_bytes()
@@ -117,6 +122,8 @@ def main() -> int:
     load0 = os.getloadavg()[0]
     b0, d0, t0, w0 = busy_s(), daemons_s(), os.times(), time.monotonic()
     for i in range(args.n):
+        if not args.kept_mutants:
+            mutant_generator.forget_answers()
         rec = score(task, patch, rollout_id=f"cpu-{i}", overlap=not args.no_overlap)
     wall = (time.monotonic() - w0) / args.n
     t1, n = os.times(), args.n

@@ -35,6 +35,7 @@ from bench.abuse_cases import ABUSES, make_abuse_task
 from bench.batch import load_make_task
 from proctor import score
 from proctor.sandbox import choose_backend
+from proctor.suites import mutant_generator
 from proctor.task import load_task
 from tests.redteam import mini_task
 from tests.redteam.differential_shapes import SCORED, full_patch
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, task, patch in todo:
         prints, outs, secs = [], [], []
         for i in range(args.n):
+            mutant_generator.forget_answers()  # each score makes its mutants anew
             t0 = time.monotonic()
             rec = score(task, patch, sandbox=backend, rollout_id=f"{name}-{i}")
             secs.append(time.monotonic() - t0)

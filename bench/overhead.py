@@ -29,6 +29,7 @@ from proctor.sandbox import (
     docker_client,
     resolve_image,
 )
+from proctor.suites import mutant_generator
 
 TARGET_S = 1.5
 
@@ -56,6 +57,7 @@ def proctor_runs(task, repeats: int) -> list[float]:
     assert rec.status == "scored", rec.error
     times = []
     for _ in range(repeats):
+        mutant_generator.forget_answers()  # its mutants made anew, as a new patch's
         t = time.monotonic()
         rec = score(task, patch)
         times.append(time.monotonic() - t)

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from proctor import load_task, score
 from proctor.sandbox import warm_counts, warm_sandboxes, warm_waiting
-from proctor.suites import BYTECODE_ENV
+from proctor.suites import BYTECODE_ENV, mutant_generator
 
 VENV_PATH = "/opt/proctor/venv/bin:/usr/local/bin:/usr/bin:/bin"
 WORK = "/tmp/peer"
@@ -155,7 +155,9 @@ def cli_daemon():
 
 
 def in_process_s(task, patch: bytes) -> float:
-    """Wall seconds of ``proctor.score`` in this process."""
+    """Wall seconds of ``proctor.score`` in this process, its mutants made anew (as a
+    patch not scored before has them)."""
+    mutant_generator.forget_answers()
     t0 = time.monotonic()
     rec = score(task, patch)
     secs = time.monotonic() - t0

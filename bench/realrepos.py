@@ -33,6 +33,7 @@ from proctor.sandbox import (
     docker_client,
     resolve_image,
 )
+from proctor.suites import mutant_generator
 
 TARGET_RATIO = 1.5
 MUTATION_BASE_S = 1.0
@@ -74,6 +75,7 @@ def proctor_seconds(task_dir: Path, repeats: int) -> tuple[list[float], list[tup
         raise RuntimeError(f"{task.id}: {rec.status}: {rec.error}")
     times, mutation = [], []
     for _ in range(repeats):
+        mutant_generator.forget_answers()  # its mutants made anew, as a new patch's
         t0 = time.monotonic()
         rec = score(task, patch)
         times.append(time.monotonic() - t0)

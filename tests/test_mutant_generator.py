@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections import OrderedDict
 
 import pytest
 
@@ -19,6 +20,13 @@ from proctor.sandbox import HARNESS_DIR, PYTHON, DockerSandbox, SandboxSpec
 from proctor.suites import mutant_generator
 
 BUGGY_FILE = "toolz/itertoolz.py"
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_answers(monkeypatch):
+    """Each test asks its generators afresh: an answer an earlier test kept would answer."""
+    monkeypatch.setattr(mutant_generator, "_answers", OrderedDict())
+    monkeypatch.setattr(mutant_generator, "_answers_bytes", 0)
 
 
 def _extra_branch(mk) -> tuple[str, str]:
@@ -103,6 +111,7 @@ def test_a_request_over_its_timeout_gives_none_and_the_next_one_works(docker_rea
     with DockerSandbox(docker_ready) as sb:
         assert mutant_generator.generate(sb, src) is not None  # warm
         pool = mutant_generator._pool_for(sb)
+        mutant_generator.forget_answers()  # asked of the process each time, not kept
         assert mutant_generator.generate(sb, src, timeout=0.0) is None
         assert all(s.alive for s in pool.idle)  # the timed-out process is gone, not idle
         assert mutant_generator.generate(sb, src)["mutants"]
@@ -197,6 +206,45 @@ def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready)
     assert huge is not None and len(huge["mutants"]) == 30
 
 
+def test_an_answer_is_kept_per_tools_and_request_and_a_failure_is_asked_again(monkeypatch):
+    asked = []
+    answer = {"files": {"a.py": "x = 1\n"}, "mutants": [{"name": "a.x__mutmut_1"}],
+              "errors": []}
+
+    class Pool:
+        def __init__(self, origin):
+            self.origin = origin
+
+        def generate(self, files, timeout, max_mutants, seed, import_roots):
+            asked.append((self.origin, files, seed))
+            return None if seed == 13 else json.loads(json.dumps(answer))
+
+    pools = {"a": Pool(("python", ["tools-a"])), "b": Pool(("python", ["tools-b"]))}
+    monkeypatch.setattr(mutant_generator, "_pool_for", lambda sb: pools[sb])
+    src = {"a.py": ("x = 0\n", [1])}
+    first = mutant_generator.generate("a", src, seed=1)
+    first["mutants"].append("what a caller did to its copy")
+    assert mutant_generator.generate("a", src, seed=1) == answer and len(asked) == 1
+    mutant_generator.generate("b", src, seed=1)  # other tools
+    mutant_generator.generate("a", src, seed=2)  # another draw
+    mutant_generator.generate("a", {"a.py": ("x = 0\n", [1, 2])}, seed=1)  # other lines
+    mutant_generator.generate("a", src, seed=1, import_roots=["src"])
+    assert len(asked) == 5
+    assert mutant_generator.generate("a", src, seed=13) is None
+    assert mutant_generator.generate("a", src, seed=13) is None
+    assert len(asked) == 7  # nothing kept of a failure
+    # past the byte bound the least recently used goes
+    monkeypatch.setattr(mutant_generator, "ANSWERS_MAX_BYTES", 2 * len(json.dumps(answer)))
+    monkeypatch.setattr(mutant_generator, "_answers", OrderedDict())
+    monkeypatch.setattr(mutant_generator, "_answers_bytes", 0)
+    for seed in (1, 2, 1, 3):  # 1 used again before 3 came: 2 is the one to go
+        mutant_generator.generate("a", src, seed=seed)
+    asked.clear()
+    for seed in (1, 3, 2):
+        mutant_generator.generate("a", src, seed=seed)
+    assert [seed for _, _, seed in asked] == [2]
+
+
 def test_tools_that_cannot_be_found_are_not_looked_for_again(monkeypatch):
     # a failed copy of the image's libraries made a container on every rollout
     calls = []
@@ -231,12 +279,14 @@ def test_an_idle_generator_that_died_is_replaced_not_the_end_of_host_generation(
         [server] = pool.idle
         server.proc.kill()
         server.proc.wait()
+        mutant_generator.forget_answers()  # asked of a process each time, not kept
         again = mutant_generator.generate(sb, src)
         assert again is not None and again["mutants"] == first["mutants"]
         [fresh] = pool.idle
         assert fresh is not server and fresh.alive
         # a server that dies under a request it had taken is replaced once, too
         fresh.proc.kill()
+        mutant_generator.forget_answers()
         assert mutant_generator.generate(sb, src)["mutants"] == first["mutants"]
     mutant_generator.close_all()
 

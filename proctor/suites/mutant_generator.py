@@ -30,12 +30,21 @@ closes, which it does with this process however it ends (a CLI daemon's spare: w
 runner that took it and that runner's watcher). A pool takes a generator started
 ahead for it, by ``proctor score`` before its imports or by the CLI daemon
 (:mod:`proctor.generator_process`, which holds the processes themselves).
+
+The answers are kept per process (:data:`ANSWERS_MAX_BYTES`, the oldest out first), keyed by
+the tools and the whole request: generation is a pure function of them, so a patch scored
+again (a rollout group's duplicate completions, a re-score) gets the same mutants without
+the ~0.1 s of parsing, which sits on the mutation step's path. Only answers are kept: a
+request that failed is asked again.
 """
 
 from __future__ import annotations
 
 import atexit
+import copy
+import hashlib
 import io
+import json
 import os
 import shutil
 import sys
@@ -43,6 +52,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from proctor import cache_dirs, generator_process
@@ -51,6 +61,8 @@ from proctor.sandbox import SANDBOX_PYTHON, SANDBOX_TOOLS
 
 #: Seconds to wait for one answer by default.
 REQUEST_TIMEOUT_S = 10.0
+#: Bytes of answers (their JSON) kept per process.
+ANSWERS_MAX_BYTES = 64 * 1024**2
 SITE_PACKAGES = f"/opt/proctor/venv/lib/python{SANDBOX_PYTHON}/site-packages"
 MUTMUT = SANDBOX_TOOLS["mutmut"]
 
@@ -164,6 +176,10 @@ class _Pool:
 
 _pools: dict[str, _Pool] = {}
 _pools_lock = threading.Lock()
+#: request key -> (answer, its size in bytes), the most recently used last.
+_answers: OrderedDict[str, tuple[dict, int]] = OrderedDict()
+_answers_bytes = 0
+_answers_lock = threading.Lock()
 atexit.register(lambda: close_all())
 
 
@@ -243,23 +259,66 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
     ``import_roots``: the task's ``pythonpath`` (repo dirs whose files import without it).
 
     Returns ``{"files": {path: rewritten source}, "mutants": [...], "errors": [...]}``
-    exactly as ``mutmut_adapter.py generate`` would have made them in the sandbox, or None
-    when the host cannot generate (then generate in the sandbox). Never raises."""
+    exactly as ``mutmut_adapter.py generate`` would have made them in the sandbox (a copy of
+    the answer kept for the same tools and request, when there is one), or None when the
+    host cannot generate (then generate in the sandbox). Never raises."""
     if os.environ.get("PROCTOR_HOST_MUTANTS", "1") == "0":
         return None
     try:
         pool = _pool_for(sb)
     except Exception:  # noqa: BLE001 - no host generation; the sandbox generates
         return None
+    files = {p: {"code": c, "lines": sorted(n)} for p, (c, n) in sources.items()}
+    key = hashlib.sha256(json.dumps([pool.origin, files, max_mutants, seed,
+                                     list(import_roots)], sort_keys=True).encode()).hexdigest()
+    kept = _kept_answer(key)
+    if kept is not None:
+        return kept
     try:
-        answer = pool.generate({p: {"code": c, "lines": sorted(n)} for p, (c, n)
-                                in sources.items()}, timeout, max_mutants, seed,
-                                    import_roots)
+        answer = pool.generate(files, timeout, max_mutants, seed, import_roots)
     except Exception:  # noqa: BLE001 - only a shortcut: the sandbox generates
         return None
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):
         return None
+    _keep_answer(key, answer)
     return answer
+
+
+def forget_answers() -> None:
+    """Drop every kept answer: the next request of each kind is asked of a generator (a
+    benchmark of distinct patches scoring one patch again and again, say)."""
+    global _answers_bytes
+    with _answers_lock:
+        _answers.clear()
+        _answers_bytes = 0
+
+
+def _kept_answer(key: str) -> dict | None:
+    """A copy of the answer kept under ``key`` (now the most recently used), or None."""
+    with _answers_lock:
+        kept = _answers.get(key)
+        if kept is None:
+            return None
+        _answers.move_to_end(key)
+    return copy.deepcopy(kept[0])
+
+
+def _keep_answer(key: str, answer: dict) -> None:
+    """Keep a copy of ``answer``; the least recently used go while over
+    :data:`ANSWERS_MAX_BYTES` (an answer larger than that is not kept)."""
+    global _answers_bytes
+    size = len(json.dumps(answer))
+    if size > ANSWERS_MAX_BYTES:
+        return
+    answer = copy.deepcopy(answer)
+    with _answers_lock:
+        if key in _answers:
+            return
+        _answers[key] = (answer, size)
+        _answers_bytes += size
+        while _answers_bytes > ANSWERS_MAX_BYTES:
+            _, (_, gone) = _answers.popitem(last=False)
+            _answers_bytes -= gone
 
 
 def warm(sb) -> None:
