@@ -18,14 +18,15 @@ container has:
   (unix seconds), so :mod:`proctor.sandbox.cleanup` can remove what a crashed harness left.
 
 A command of the sandbox user goes over the channel when no other command holds it: a few
-bytes each way, where a ``docker exec`` costs the engine a process setup (~40 ms of machine
-CPU and of latency on 2 cores). Root's commands, and a second command while one runs, are
-``docker exec`` runs; both give the same results (tests/test_sandbox_docker_init.py). Either
-way a command runs under an in-container ``timeout -k`` plus a host watchdog that kills the
-container if even that fails. Files go in through ``tar`` (the user's over the channel) and
-out through root's ``cat`` (a ``docker exec``: no process of the user can stop it or reach
-its output) inside the container (``docker cp`` cannot see tmpfs mounts). ``close``
-force-removes the container; the executor calls it on every path out.
+bytes each way, where a ``docker exec`` costs the engine a process setup (~45-65 ms of
+machine CPU and of latency on 2 cores: ``bench/sandbox_ops.py``). Root's commands, and a
+second command while one runs, are ``docker exec`` runs; both give the same results
+(tests/test_sandbox_docker_init.py). Either way a command runs under an in-container
+``timeout -k`` plus a host watchdog that kills the container if even that fails. Files go in
+through ``tar`` (the user's over the channel) and out through root's ``cat`` (a ``docker
+exec``: no process of the user can stop it or reach its output) inside the container
+(``docker cp`` cannot see tmpfs mounts). ``close`` force-removes the container; the executor
+calls it on every path out.
 """
 
 from __future__ import annotations

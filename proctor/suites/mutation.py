@@ -12,13 +12,13 @@ How a mutant is made, chosen and judged, in order:
 2. A throw-away copy in the sandbox, as root, at ``/proctor/mutation/repo`` (one per sandbox;
    the task's compiled pristine modules are shown for it: :mod:`proctor.suites.bytecode`):
    the pristine repo with the patch applied (same ``git apply`` strategy), public test
-   paths restored, hidden tests added, then the
-   changed files are rewritten with mutmut's mutants of those lines (``mutmut_adapter.py``,
-   the only module that touches mutmut; ``# pragma: no mutate`` added by the patch
-   ignored); finally the copy is made read-only. The mutants are made on the host by a
-   warm generator (:mod:`proctor.suites.mutant_generator`) from the patched text the host
-   computes, used only when its sha256 matches what ``git apply`` wrote in the copy; else
-   (or when the host cannot generate) ``mutmut_adapter.py generate`` makes them there.
+   paths restored, hidden tests added, then the changed files are rewritten with mutmut's
+   mutants of those lines (``mutmut_adapter.py``, the only module that touches mutmut;
+   ``# pragma: no mutate`` added by the patch ignored); finally the copy is made read-only.
+   The mutants are made on the host by a warm generator
+   (:mod:`proctor.suites.mutant_generator`) from the patched text the host computes, used
+   only when its sha256 matches what ``git apply`` wrote in the copy; else (or when the
+   host cannot generate) ``mutmut_adapter.py generate`` makes them there.
 3. :func:`select_mutants`: at most ``max_mutants``, a seeded sample when there are more.
 4. ``mutation_runner.py`` (as the sandbox user): one pytest session over the trusted tests
    (pristine public + hidden, only those that passed in this patched run and are not
