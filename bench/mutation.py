@@ -41,12 +41,14 @@ from proctor.harness.pipeline import SuiteRequest, open_patched_sandbox, run_hid
 from proctor.harness.pipeline.workspace import kill_user_processes
 from proctor.patch import PatchSummary
 from proctor.sandbox import (
+    MUTATION_DIR,
     Limits,
     SandboxSpec,
     docker_client,
     resolve_image,
 )
 from proctor.suites import (
+    mutant_generator,
     mutation,
     run_mutation,
 )
@@ -82,8 +84,14 @@ def summary_of(task, patch: bytes) -> PatchSummary:
 
 def timed(sb, task, patch, summary, killers, cpus, timeout=120.0, every_line=False):  # noqa: PLR0913
     """(wall s, mutants judged, result) of one step; ``every_line``: mutate every added
-    line of ``summary``, changed code or not (the whole-module run marks every line)."""
+    line of ``summary``, changed code or not (the whole-module run marks every line). The
+    step's copy of an earlier run is removed first (a scored sandbox runs one step), and its
+    mutants are made anew."""
     kill_user_processes(sb)
+    res = sb.run(["sh", "-c", f"if [ -e {MUTATION_DIR} ]; then chmod -R u+w {MUTATION_DIR} && "
+                  f"rm -rf {MUTATION_DIR}; fi"], timeout=120, cwd="/", user="0:0")
+    assert res.ok, res.output
+    mutant_generator.forget_answers()
     keep = mutation.changed_code_lines
     if every_line:
         mutation.changed_code_lines = lambda added, texts: added

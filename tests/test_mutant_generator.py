@@ -206,7 +206,8 @@ def test_sampling_before_rendering_picks_what_select_mutants_picks(docker_ready)
     assert huge is not None and len(huge["mutants"]) == 30
 
 
-def test_an_answer_is_kept_per_tools_and_request_and_a_failure_is_asked_again(monkeypatch):
+def test_a_clean_answer_is_kept_per_tools_and_request_and_a_failure_is_asked_again(
+        monkeypatch):
     asked = []
     answer = {"files": {"a.py": "x = 1\n"}, "mutants": [{"name": "a.x__mutmut_1"}],
               "errors": []}
@@ -217,7 +218,12 @@ def test_an_answer_is_kept_per_tools_and_request_and_a_failure_is_asked_again(mo
 
         def generate(self, files, timeout, max_mutants, seed, import_roots):
             asked.append((self.origin, files, seed))
-            return None if seed == 13 else json.loads(json.dumps(answer))
+            if seed == 13:
+                return None
+            got = json.loads(json.dumps(answer))
+            if seed == 14:  # an answer that names an error (a memory limit, say)
+                got["errors"] = ["a.py: MemoryError"]
+            return got
 
     pools = {"a": Pool(("python", ["tools-a"])), "b": Pool(("python", ["tools-b"]))}
     monkeypatch.setattr(mutant_generator, "_pool_for", lambda sb: pools[sb])
@@ -232,7 +238,9 @@ def test_an_answer_is_kept_per_tools_and_request_and_a_failure_is_asked_again(mo
     assert len(asked) == 5
     assert mutant_generator.generate("a", src, seed=13) is None
     assert mutant_generator.generate("a", src, seed=13) is None
-    assert len(asked) == 7  # nothing kept of a failure
+    assert mutant_generator.generate("a", src, seed=14)["errors"]
+    assert mutant_generator.generate("a", src, seed=14)["errors"]
+    assert len(asked) == 9  # nothing kept of a failure, nor of an answer naming an error
     # past the byte bound the least recently used goes
     monkeypatch.setattr(mutant_generator, "ANSWERS_MAX_BYTES", 2 * len(json.dumps(answer)))
     monkeypatch.setattr(mutant_generator, "_answers", OrderedDict())
@@ -471,6 +479,7 @@ def test_a_generator_started_early_is_the_one_the_score_takes_and_the_record_is_
     assert json.loads(record.read_text())["argv"]  # the generator it started
     mutant_generator.close_all()
     monkeypatch.setattr(mutant_generator, "_pools", {})  # as in a new process
+    mutant_generator.forget_answers()
     generator_process.start_early(record)
     [spare] = generator_process._spares.values()
     assert spare.alive and spare.proc is not None  # this process's own child

@@ -366,6 +366,30 @@ def run_step(image: str, task, patch: bytes, timeout: float, killers_after_s: fl
                                               timeout=timeout, killers_wait_s=killers_after_s)
 
 
+@pytest.mark.docker
+def test_a_second_mutation_step_in_one_sandbox_is_an_infra_error_not_a_null(docker_ready,
+                                                                          tiny_task):
+    """The step's copy is made once per sandbox, at a fixed path: a second step there is
+    the harness's fault (an unscored record), never a null blamed on mutmut, which would
+    re-share the weight and raise the reward."""
+    from proctor.errors import InfraError
+    from proctor.harness.integrity import ForbiddenRules, check_integrity
+    from proctor.harness.pipeline import open_patched_sandbox
+    from proctor.suites import mutation
+
+    task, patch = tiny_task
+    summary, _ = check_integrity(patch.decode(), ForbiddenRules.for_task([]))
+    killers = ["tests/test_core.py::test_spin", "tests/test_core.py::test_leave"]
+    sb, applied = open_patched_sandbox(task, SandboxSpec(docker_ready), patch)
+    with sb:
+        assert applied.applied
+        first = mutation.run_mutation(sb, task, patch, "git_apply", summary, killers,
+                                      timeout=60)
+        assert first.score is not None and not first.degraded, first.note
+        with pytest.raises(InfraError, match="runs once per sandbox"):
+            mutation.run_mutation(sb, task, patch, "git_apply", summary, killers, timeout=60)
+
+
 @pytest.fixture
 def tiny_task(tmp_path, toolz_make_task):
     return make_tiny_task(

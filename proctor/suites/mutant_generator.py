@@ -31,11 +31,14 @@ runner that took it and that runner's watcher). A pool takes a generator started
 ahead for it, by ``proctor score`` before its imports or by the CLI daemon
 (:mod:`proctor.generator_process`, which holds the processes themselves).
 
-The answers are kept per process (:data:`ANSWERS_MAX_BYTES`, the oldest out first), keyed by
-the tools and the whole request: generation is a pure function of them, so a patch scored
-again (a rollout group's duplicate completions, a re-score) gets the same mutants without
-the ~0.1 s of parsing, which sits on the mutation step's path. Only answers are kept: a
-request that failed is asked again.
+The answers are kept per process (:data:`ANSWERS_MAX_BYTES` of their JSON, the least
+recently used out first), keyed by the tools, the adapter's code and the whole request:
+generation is a pure function of them, so the same changed sources scored again in one
+process get the same mutants without the ~0.05-0.1 s of parsing, which sits on the mutation
+step's path (patches that differ only in tests or words, an in-process ``score`` of the same
+patch, a retry after an infrastructure error; a batch's identical patches already share one
+record). Only a clean answer is kept: a request that failed, or whose answer names an error
+(which a memory limit could have caused), is asked again.
 """
 
 from __future__ import annotations
@@ -269,7 +272,7 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
     except Exception:  # noqa: BLE001 - no host generation; the sandbox generates
         return None
     files = {p: {"code": c, "lines": sorted(n)} for p, (c, n) in sources.items()}
-    key = hashlib.sha256(json.dumps([pool.origin, files, max_mutants, seed,
+    key = hashlib.sha256(json.dumps([pool.origin, _adapter_digest(), files, max_mutants, seed,
                                      list(import_roots)], sort_keys=True).encode()).hexdigest()
     kept = _kept_answer(key)
     if kept is not None:
@@ -280,8 +283,18 @@ def generate(sb, sources: dict[str, tuple[str, list[int]]], *,
         return None
     if not answer or "fatal" in answer or not isinstance(answer.get("mutants"), list):
         return None
-    _keep_answer(key, answer)
+    if not answer.get("errors"):
+        _keep_answer(key, answer)
     return answer
+
+
+def _adapter_digest() -> str:
+    """sha256 of the generator's code as a generator started now would run it."""
+    try:
+        return hashlib.sha256((generator_process.ADAPTER_DIR / "mutmut_adapter.py")
+                              .read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def forget_answers() -> None:

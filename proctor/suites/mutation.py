@@ -52,6 +52,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from proctor.errors import InfraError
 from proctor.patch import PatchSummary, applied_as, is_test_module, patched_texts, under
 from proctor.record import Evidence, SuiteTests
 from proctor.sandbox import CLEAR_PARENTS_SH, HARNESS_DIR, MUTATION_DIR, PYTHON, Sandbox
@@ -75,6 +76,9 @@ KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no_tests", "unjudged", "
 #: Seconds of the step's time kept for the runner's session to start (collection, the
 #: stats pass) and report, outside the mutant loop's budget.
 RUNNER_MARGIN_S = 5.0
+#: Exit status of the staging command when the step's copy (``MUTATION_DIR``) already
+#: exists: a second step in one sandbox, an :class:`InfraError`.
+COPY_EXISTS_EXIT = 97
 
 
 @dataclass
@@ -504,6 +508,9 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # no
     cfg = task.config.mutation
     test_paths = [*task.config.tests.public, *task.hidden_files]
     prep = _prepare_copy(sb, task, patch, strategy, lines, m, timeout, texts)
+    if prep[1] == COPY_EXISTS_EXIT:  # the harness's fault, never the patch's (a null)
+        raise InfraError(f"{m} already exists in this sandbox: the mutation step runs once "
+                         "per sandbox")
     ev.command, ev.exit_code, ev.duration_s = prep[0], prep[1], prep[2]
     ev.details["timing"] = {"prepare_and_generate_s": round(prep[2], 3)}
     generated = _generated(sb, prep[3], m)
@@ -550,7 +557,10 @@ def _generate(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  # no
                         f"--timeout={task.config.timeouts.per_test:g}",
                         "--import-mode=prepend", "--continue-on-collection-errors",
                         "-q", "-s", "--no-header", "--color=no",
-                        "--assert=plain"],  # verdicts need no assertion introspection
+                        # verdicts need no assertion introspection; and pytest's cached
+                        # rewrites in the task's bytecode tree, checked by time and size
+                        # only, are never read for this copy (proctor.suites.bytecode)
+                        "--assert=plain"],
         # the caller collects only the killers' modules (:func:`killer_targets`)
         "targets": [*task.config.tests.public, *task.hidden_files, *agent_ok],
         "unmutated": unmutated,  # scored by the caller (:func:`_judge`), not the runner's
@@ -584,7 +594,7 @@ def _prepare_copy(sb: Sandbox, task: Task, patch: bytes, strategy: str | None,  
     public = " ".join(shlex.quote(p) for p in task.config.tests.public)
     script = "\n".join([
         # what put_archive(as_root=True) does: root owns it, then nobody may write
-        "set -e", "umask 022", f"mkdir {m}",
+        "set -e", "umask 022", f"! test -e {m} || exit {COPY_EXISTS_EXIT}", f"mkdir {m}",
         f"tar -x --no-same-permissions --no-overwrite-dir -C {m} -f -", f"chmod -R a-w {m}",
         f"chmod u+w {m}", f"cp -a {m}/base {m}/repo",
         f"chmod -R u+w {m}/repo", f"cd {m}/repo",
