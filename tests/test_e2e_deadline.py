@@ -120,6 +120,7 @@ def _assert_within_deadline(rec) -> None:
     assert rec.timing["patch_code_s"] > rec.timing["harness_ops_s"], rec.timing
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepared,
                                                                  tmp_path):

@@ -607,6 +607,7 @@ HANG_PATCHED = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.waits
 @pytest.mark.docker
 @pytest.mark.parametrize("when,control,score", [
     ('not os.path.exists("/tmp/hang-marker")', "survived", None),  # a spike: retried

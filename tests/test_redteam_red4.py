@@ -28,6 +28,7 @@ def _score(task, name):
     return score(task, (FOUND / f"{name}.patch").read_bytes(), rollout_id=name, overlap=False)
 
 
+@pytest.mark.waits
 @pytest.mark.docker
 def test_code_that_hangs_a_bounded_time_under_mutation_gains_nothing_from_the_retry(
         toolz_task, docker_ready):
@@ -50,6 +51,7 @@ def test_verdicts_appended_to_the_runners_out_file_gain_nothing(toolz_task, dock
     assert rec.flags.tests_tampered or (rec.components["mutation_score"] or 0.0) <= 0.5
 
 
+@pytest.mark.waits
 @pytest.mark.docker
 def test_mutant_generation_that_times_out_is_the_patchs_failure_not_a_null(toolz_task,
                                                                            docker_ready):

@@ -30,9 +30,14 @@ def _env(backend: str, request) -> str:
         pytest.skip(f"{backend}: no environment: {type(exc).__name__}: {exc}")
 
 
+#: Checks that wait out a timeout of a sleeping command (see the ``waits`` marker).
+WAITING_CHECKS = {"timeout_kills_tree"}
+
+
 @pytest.mark.parametrize(("check", "backend"), [
     pytest.param(check, backend, id=f"{check}-{backend}",
-                 marks=[MARKS[backend]] if backend in MARKS else [])
+                 marks=([MARKS[backend]] if backend in MARKS else [])
+                 + ([pytest.mark.waits] if check in WAITING_CHECKS else []))
     for backend in sorted(BACKENDS) for check in CHECKS])
 def test_conformance(check, backend, request, no_leaks):
     [res] = run_conformance(backend, _env(backend, request), only=[check])

@@ -158,6 +158,7 @@ def _outcome(res):
     return res.exit_code, output, res.timed_out, res.truncated
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("cpu_seconds", [0, 30])
 def test_the_channel_gives_what_docker_exec_gives(docker_ready, cpu_seconds):
     limits = Limits(output_cap=100000, cpu_seconds=cpu_seconds)

@@ -189,6 +189,7 @@ def test_concurrent_scores_never_exceed_the_cap(docker_engine, toolz_task, toolz
     assert max(r.timing["slot_wait_s"] for r in records) > 0.5  # some of them queued
 
 
+@pytest.mark.waits
 @pytest.mark.docker
 def test_slot_wait_is_not_charged_to_the_deadline(tmp_path, toolz_task, toolz_patches):
     from proctor.harness.pipeline.score import score

@@ -313,6 +313,7 @@ def test_e():
 '''
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
                                      pytest.param("local", marks=pytest.mark.local)])
 def test_hangs_crashes_and_broken_modules_each_fail_alone(request, backend):

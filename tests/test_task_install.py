@@ -359,6 +359,7 @@ def test_without_overlap_the_record_is_the_same(task_dir):
     assert two.evidence["install_hidden"].exit_code == 0
 
 
+@pytest.mark.waits
 @pytest.mark.docker
 def test_a_build_that_hangs_is_cut_by_the_deadline_and_its_suites_fail(tmp_path):
     root = build(tmp_path / "task")
