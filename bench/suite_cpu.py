@@ -2,14 +2,16 @@
 
     python bench/suite_cpu.py [--top 25] [-- PYTEST_ARGS...]
 
-Runs the main suite as ``scripts/test.sh`` does (two xdist workers, ``-m "not serial"``;
-``PYTEST_ARGS`` replace the selection, e.g. ``-- tests/test_slots.py``) with
+Runs the main suite on two xdist workers (``-m "not serial"``, the tests marked ``waits``
+among them, which ``scripts/test.sh`` runs in a process of their own; ``PYTEST_ARGS``
+replace the selection, e.g. ``-- tests/test_slots.py``) with
 ``bench/suite_cpu_plugin.py`` loaded, while sampling the machine's busy CPU from
 ``/proc/stat``. Prints the run's wall time, the machine's busy CPU and its share of both
 cores, the CPU the tests account for (their processes, reaped children and Docker
 sandboxes) and what is left (the engine, the kernel's namespace work, processes nobody
 reaped: a rollout's container start costs ~0.19 s of machine CPU, each ``docker exec``
-~0.04 s), then the files and the tests that cost the most. Run it on a quiet machine;
+~0.04 s), then the files and the tests that cost the most, and the tests that wait (the
+``waits`` marker's candidates, and any marked test that no longer waits). Run it on a quiet machine;
 the suite takes as long as in CI.
 """
 
@@ -64,7 +66,33 @@ def main() -> int:
     print(f"\n{'CPU s':>7} {'wall s':>7}  test")
     for r in sorted(rows, key=lambda r: -cost[r["id"]])[:args.top]:
         print(f"{cost[r['id']]:7.1f} {r['wall_s']:7.1f}  {r['id'][:140]}")
+    _print_waiting(rows, cost)
     return rc
+
+
+#: A test "waits" when it takes at least this long and its CPU is at most WAIT_SHARE of it.
+WAIT_MIN_S = 5.0
+WAIT_SHARE = 0.4
+
+
+def _print_waiting(rows: list[dict], cost: dict[str, float]) -> None:
+    """The tests whose wall time is mostly waiting (the ``waits`` marker's candidates) and
+    the marked ones that no longer wait. Local-backend tests are left out: their
+    sandboxes' CPU is only partly counted, so they look idle when they are not (judge
+    them by their Docker twin). So is the CPU of a daemon or server a test starts (its
+    parent is not the test's process): check such a test before marking it."""
+    waiting = [r for r in rows if not r.get("local") and r["wall_s"] >= WAIT_MIN_S
+               and cost[r["id"]] <= WAIT_SHARE * r["wall_s"]]
+    print(f"\ntests that wait (>= {WAIT_MIN_S:g} s, CPU <= {WAIT_SHARE:.0%} of it; "
+          "[waits]: marked, run beside the workers by scripts/test.sh)")
+    for r in sorted(waiting, key=lambda r: -r["wall_s"]):
+        mark = "[waits]" if r.get("waits") else "       "
+        print(f"{cost[r['id']]:7.1f} {r['wall_s']:7.1f}  {mark} {r['id'][:130]}")
+    busy = [r for r in rows if r.get("waits") and not r.get("local")
+            and cost[r["id"]] > WAIT_SHARE * r["wall_s"]]
+    for r in busy:
+        print(f"marked waits but busy: {cost[r['id']]:.1f} s CPU in {r['wall_s']:.1f} s  "
+              f"{r['id'][:120]}")
 
 
 if __name__ == "__main__":

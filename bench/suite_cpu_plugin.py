@@ -6,6 +6,8 @@ backend's sandboxes, CLI subprocesses), and the CPU of the Docker sandboxes it c
 (their cgroup v1 ``cpuacct.usage``, read just before removal, as ``bench/cpu.py`` does). A
 test's share of the engine (dockerd, containerd, runc, the kernel's namespace work) is in
 none of them: ``suite_cpu.py`` reports it as the machine's busy CPU left unattributed.
+Each line also says whether the test is marked ``waits`` and whether it runs on the local
+backend (whose sandboxes' CPU is only partly counted: the processes bubblewrap reaps).
 Loaded only by ``suite_cpu.py`` (``-p bench.suite_cpu_plugin``).
 """
 
@@ -60,5 +62,7 @@ def pytest_runtest_protocol(item, nextitem):
     _state["out"].write(json.dumps({
         "id": item.nodeid, "wall_s": round(time.monotonic() - start, 3),
         "self_s": round(own1 - own0, 3), "children_s": round(kids1 - kids0, 3),
-        "containers_s": round(_state["containers_s"] - cont0, 3)}) + "\n")
+        "containers_s": round(_state["containers_s"] - cont0, 3),
+        "waits": item.get_closest_marker("waits") is not None,
+        "local": "local" in item.keywords}) + "\n")
     _state["out"].flush()

@@ -37,13 +37,17 @@ HANG_AT_IMPORT = {"calc/core.py": mini_task.CORE_BUGGY.replace(
     *mini_task.FIX)}
 #: A fix for the inputs the public tests use only: every hidden test (negative numbers,
 #: floats, strings, a single-element mean; and the tripwire hidden among them) hangs until
-#: its 3 s per-test timeout.
+#: its 3 s per-test timeout. It hangs asleep (``signal.pause``: the timeout's SIGALRM ends
+#: it), so the test waits rather than spending the CPU (the ``waits`` marker); the busy
+#: loop's shape is the abuse cases' ``infinite_loop_in_one_test``.
 HIDDEN_ALL_HANG = {"calc/core.py": mini_task.CORE_BUGGY.replace(
     "    return a - b\n",
-    "    if type(a) is not int or a < 0:\n        while True:\n            pass\n"
+    "    if type(a) is not int or a < 0:\n        import signal\n        while True:\n"
+    "            signal.pause()\n"
     "    return a + b\n").replace(
     "    return sum(xs) / len(xs)\n",
-    "    if len(xs) < 2:\n        while True:\n            pass\n"
+    "    if len(xs) < 2:\n        import signal\n        while True:\n"
+    "            signal.pause()\n"
     "    return sum(xs) / len(xs)\n")}
 
 
@@ -152,6 +156,7 @@ def test_code_that_hangs_at_import_is_scored_within_the_deadline(backend, prepar
     assert not left, {pid: _cmdline(pid) for pid in left}
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_fix_whose_hidden_tests_all_hang_is_scored_within_the_deadline(backend, prepared,
                                                                         tmp_path):
@@ -179,9 +184,9 @@ def test_a_fix_whose_hidden_tests_all_hang_is_scored_within_the_deadline(backend
     assert rec.progress == pytest.approx(5 / 12)
     assert rec.penalties == {"visible_only": pytest.approx(0.1)}
     cost = diff_cost(code_lines_changed(patch.decode()))
-    assert cost == 0.004
+    assert cost == 0.005
     assert rec.reward == pytest.approx(0.25 - 0.35 + 5 / 12 * (0.1 + 0.2 * 0.5 + 0.1)
                                        - cost - 0.1, abs=1e-12)
-    assert rec.reward == pytest.approx(-0.079, abs=1e-12)
+    assert rec.reward == pytest.approx(-0.080, abs=1e-12)
     left = _our_processes() - before
     assert not left, {pid: _cmdline(pid) for pid in left}
