@@ -11,8 +11,8 @@ cores, the CPU the tests account for (their processes, reaped children and Docke
 sandboxes) and what is left (the engine, the kernel's namespace work, processes nobody
 reaped: a rollout's container start costs ~0.19 s of machine CPU, each ``docker exec``
 ~0.04 s), then the files and the tests that cost the most, and the tests that wait (the
-``waits`` marker's candidates, and any marked test that no longer waits). Run it on a quiet machine;
-the suite takes as long as in CI.
+``waits`` marker's candidates, and any marked test that no longer waits). Run it on a quiet
+machine; the suite takes as long as in CI.
 """
 
 from __future__ import annotations

@@ -64,5 +64,5 @@ def pytest_runtest_protocol(item, nextitem):
         "self_s": round(own1 - own0, 3), "children_s": round(kids1 - kids0, 3),
         "containers_s": round(_state["containers_s"] - cont0, 3),
         "waits": item.get_closest_marker("waits") is not None,
-        "local": "local" in item.keywords}) + "\n")
+        "local": item.get_closest_marker("local") is not None}) + "\n")
     _state["out"].flush()
