@@ -105,7 +105,7 @@ sources = ["calc"]
 public = ["tests"]
 
 [timeouts]
-per_test = 3
+per_test = 1.5
 per_suite = 30
 per_patch = 90
 
