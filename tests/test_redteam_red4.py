@@ -65,6 +65,23 @@ def test_mutant_generation_that_times_out_is_the_patchs_failure_not_a_null(toolz
 
 
 @pytest.mark.docker
+def test_git_configuration_the_patch_writes_is_not_read_by_roots_commands(toolz_task,
+                                                                          docker_ready):
+    # The honest twin + module code that writes a required, failing git clean filter into
+    # the sandbox user's ~/.gitconfig (and `* filter=p` into ~/.config/git/attributes)
+    # while the suites import it. Root's `git apply` of the mutation copy read both and ran
+    # the filter as root (any command would have run so): the copy failed, mutation null,
+    # its weight re-shared. Before: 0.9915, degraded only. Its own added lines are
+    # mutated now: 25 of the 30 sampled mutants are in the planting code no test reaches.
+    rec = _score(toolz_task, "git_filter_nulls_mutation_as_root")
+    assert rec.status == "scored", rec.error
+    assert not rec.flags.degraded
+    assert rec.evidence["mutation"].details["verdicts"] == {
+        "killed": 1, "survived": 4, "no_tests": 25}
+    assert rec.reward == pytest.approx(0.79817, abs=5e-5)
+
+
+@pytest.mark.docker
 def test_a_file_where_a_public_tests_directory_was_is_scored(toolz_task, docker_ready):
     # Deletes toolz/sandbox/tests/* and adds a file `toolz/sandbox/tests`: the restore's
     # `tar -x` of toolz/sandbox/tests/test_core.py fails (Not a directory).

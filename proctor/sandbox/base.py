@@ -121,6 +121,10 @@ class Sandbox(ABC):
         ``timeout`` seconds every process of the sandbox user is killed from outside (the
         result is then ``timed_out``, exit 137); the watchdog stays behind that.
 
+        ``user``: None for the sandbox user, ``"0:0"`` for root (no capabilities: it owns
+        files, nothing more). Root's commands get :data:`~proctor.sandbox.layout.ROOT_ENV`
+        over ``env``: no configuration is read from the sandbox user's HOME.
+
         Raises:
             InfraError: the sandbox itself failed (container died, engine gone).
         """

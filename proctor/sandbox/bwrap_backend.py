@@ -57,9 +57,11 @@ from proctor.sandbox.layout import (
     HOME,
     KILL_AFTER_S,
     PYCACHE_PREFIX,
+    ROOT_ENV,
     SANDBOX_UID,
     SANDBOX_USER,
     WATCHDOG_SLACK_S,
+    is_root,
 )
 from proctor.sandbox.toolchain import SANDBOX_PYTHON, requirements_txt
 
@@ -382,7 +384,7 @@ class LocalSandbox(Sandbox):
 
     def _argv(self, argv: list[str], *, user: str | None, cwd: str | None,
               timeout: float | None) -> list[str]:
-        root_user = (user or "").split(":")[0] == "0"
+        root_user = is_root(user)
         uid = "0" if root_user else str(SANDBOX_UID)
         f = self._fds
         args = [
@@ -426,7 +428,8 @@ class LocalSandbox(Sandbox):
                     self._argv(argv, user=user, cwd=cwd, timeout=timeout),
                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=stderr,
-                    env={**SANDBOX_ENV, **(env or {})}, pass_fds=tuple(self._fds.values()),
+                    env={**SANDBOX_ENV, **(env or {}), **(ROOT_ENV if is_root(user) else {})},
+                    pass_fds=tuple(self._fds.values()),
                     start_new_session=True, cwd="/", **kwargs)
             except OSError as exc:
                 raise InfraError(f"cannot start bwrap: {exc}") from None

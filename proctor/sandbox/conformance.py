@@ -42,6 +42,7 @@ from proctor.errors import InfraError, TaskConfigError
 from proctor.sandbox.backends import BACKENDS, resolve_env
 from proctor.sandbox.base import ExecResult, Limits, Sandbox
 from proctor.sandbox.layout import PYTHON as PY
+from proctor.sandbox.layout import ROOT_ENV, SANDBOX_UID
 
 MiB = 1024**2
 
@@ -156,6 +157,30 @@ def check_user_without_capabilities(open_sb: OpenSandbox) -> None:
     _expect(uid == "1000", f"commands run as uid {uid!r}, not 1000")
     caps = sb.run(["grep", "CapEff", "/proc/self/status"], timeout=10).output
     _expect(caps.split()[-1:] == ["0000000000000000"], f"effective capabilities: {caps!r}")
+
+
+@_check
+def check_root_ignores_user_config(open_sb: OpenSandbox) -> None:
+    """Root's commands read no configuration the sandbox user can write (git's, in HOME)."""
+    sb = open_sb()
+    # The bait: a git filter in the user's config, run on every file git apply reads; it
+    # logs the uid that ran it. As the user it runs (the control); as root it must not.
+    bait = sb.run(["sh", "-c", """set -e
+mkdir -p "$HOME/.config/git" /tmp/as-user
+printf 'id -u >> /tmp/filtered\ncat\n' > /tmp/filter.sh
+printf '[filter "p"]\n\tclean = sh /tmp/filter.sh\n' > "$HOME/.gitconfig"
+echo '* filter=p' > "$HOME/.config/git/attributes"
+printf -- '--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-a\n+b\n' > /tmp/p.diff
+cd /tmp/as-user && echo a > f.txt && git apply /tmp/p.diff && cat f.txt /tmp/filtered
+rm /tmp/filtered"""], timeout=30)
+    _expect(bait.ok and bait.output.split() == ["b", str(SANDBOX_UID)],
+            f"the control (git apply as the sandbox user runs its filter): {_seen(bait)}")
+    res = sb.run(["sh", "-c", 'echo "$HOME"; mkdir /proctor/as-root && cd /proctor/as-root '
+                  "&& echo a > f.txt && git apply /tmp/p.diff && cat f.txt; "
+                  "cat /tmp/filtered 2>/dev/null; true"], timeout=30, user="0:0")
+    _expect(res.output.split() == [ROOT_ENV["HOME"], "b"],
+            f"root's git apply read the user's git configuration (expected HOME "
+            f"{ROOT_ENV['HOME']}, the patched file, no filter run): {_seen(res)}")
 
 
 @_check

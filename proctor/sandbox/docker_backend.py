@@ -64,9 +64,11 @@ from proctor.sandbox.layout import (
     HOME,
     KILL_AFTER_S,
     PYCACHE_PREFIX,
+    ROOT_ENV,
     SANDBOX_UID,
     SANDBOX_USER,
     WATCHDOG_SLACK_S,
+    is_root,
 )
 
 LABEL = ownership.LABEL
@@ -87,6 +89,13 @@ INIT_SOURCE = (files("proctor.sandbox") / "incontainer" / "docker_init.py").read
 IO_TIMEOUT_S = 120
 #: A channel frame's head: kind byte, request number, payload length (docker_init.py).
 FRAME_HEAD = struct.Struct(">cII")
+
+
+def _exec_env(env: dict[str, str] | None, user: str | None) -> dict[str, str]:
+    """A ``docker exec``'s environment over the container's: ``env``, and for root
+    :data:`~proctor.sandbox.layout.ROOT_ENV` over it (no configuration from the user's
+    HOME)."""
+    return {**(env or {}), **(ROOT_ENV if is_root(user) else {})}
 
 
 def writable_mounts(limits: Limits) -> dict[str, str]:
@@ -346,7 +355,7 @@ class DockerSandbox(Sandbox):
         if self.limits.cpu_seconds:
             full = ["prlimit", "--cpu={}:{}".format(*self._cpu()), "--", *full]
         exec_id = api.exec_create(
-            container.id, full, environment=env or {}, workdir=cwd,
+            container.id, full, environment=_exec_env(env, user), workdir=cwd,
             user=user or SANDBOX_USER, stdin=stdin is not None, stdout=True, stderr=True,
         )["Id"]
         for timer in timers:
@@ -454,7 +463,8 @@ class DockerSandbox(Sandbox):
         bytes + 1, stderr tail)."""
         api = self._client.api
         exec_id = api.exec_create(self._alive().id, argv, stdin=stdin is not None, user=user,
-                                  stdout=True, stderr=True)["Id"]
+                                  environment=_exec_env(None, user), stdout=True,
+                                  stderr=True)["Id"]
         sock = api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         out, err = bytearray(), bytearray()

@@ -38,6 +38,21 @@ SANDBOX_UID = 1000
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 #: The sandbox user's home: a small private writable area, emptied between suites.
 HOME = "/home/agent"
+#: What every command of root (``user="0:0"``: the harness's own, often run after the code
+#: under test ran) gets over the sandbox's environment: no file the sandbox user
+#: can write is read as configuration. Root's ``git apply`` (the mutation copy) would
+#: otherwise read ``$HOME/.gitconfig`` and ``$HOME/.config/git/attributes``, which the
+#: patch's code may have written during a suite, and run their filter commands as root.
+#: ``/nonexistent`` is Debian's home for users that have none.
+ROOT_ENV = {"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+            "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def is_root(user: str | None) -> bool:
+    """Whether a command's ``user`` (None: the sandbox user) is root (``0``, ``0:0``,
+    ``root``, ``root:root``)."""
+    return user is not None and user.split(":")[0] in ("0", "root")
+
 
 #: Seconds between a timed-out command's TERM and its KILL (``timeout -k``).
 KILL_AFTER_S = 3
