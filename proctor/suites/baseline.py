@@ -11,7 +11,9 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -179,21 +181,25 @@ def baseline_key(task: Task, image_id: str) -> str:
 
 
 RunSuites = Callable[[bytes | None, int], dict[str, list[dict[str, str]]]]
-RecordReach = Callable[[], dict[str, ReachMap | None]]
+RecordReach = Callable[[], dict[str, ReachMap | None] | None]
+#: ``alongside(fn)``: ``fn()`` started beside the caller, its future; None: run it in turn.
+Alongside = Callable[[Callable[[], Any]], "Future[Any] | None"]
 #: suite -> FAIL_TO_PASS ids in, suite -> variant -> ids whose reference verdict changed out.
 CalibrateVariants = Callable[[dict[str, list[str]]], dict[str, dict[str, list[str]]]]
 
 
-def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
-                             refresh: bool = False, record_reach: RecordReach | None = None
-                             ) -> Baseline:
+def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,  # noqa: PLR0913
+                             refresh: bool = False, record_reach: RecordReach | None = None,
+                             alongside: Alongside | None = None) -> Baseline:
     """Return the cached baseline of ``task`` on ``image_id`` or compute and cache it.
 
     ``run_suites(patch_or_None, runs)`` runs every suite ``runs`` times on the base repo
     (None) or with the given patch and returns suite -> list of outcome dicts.
-    ``record_reach()``: one run of every suite on the base repo recording which tests
-    enter which functions (suite -> map, None where it could not), after the rest (None:
-    not recorded).
+    ``record_reach()``, called once both states ran: which tests entered which functions
+    on the base repo (suite -> map, None where it could not; None: not recorded).
+    ``alongside(fn)`` starts ``fn`` beside the caller and returns its future, or None when
+    it cannot (then ``fn`` runs in turn): the reference patch's runs go there while the
+    base repo's run here. The outcomes, and so the baseline, are the same either way.
 
     Raises:
         TaskConfigError: empty suite, no FAIL_TO_PASS test, or a reference patch that fails.
@@ -207,7 +213,8 @@ def load_or_compute_baseline(task: Task, image_id: str, run_suites: RunSuites,
     with file_lock(path.with_suffix(".lock")):
         if path.is_file() and not refresh:
             return Baseline.model_validate_json(path.read_text())
-        return _compute_baseline(task, image_id, key, path, run_suites, record_reach)
+        return _compute_baseline(task, image_id, key, path, run_suites, record_reach,
+                                 alongside)
 
 
 def calibrated(task: Task, baseline: Baseline, calibrate: CalibrateVariants) -> Baseline:
@@ -240,13 +247,22 @@ def _write(path: Path, baseline: Baseline) -> None:
     os.replace(tmp, path)
 
 
-def _compute_baseline(task: Task, image_id: str, key: str, path: Path,
-                      run_suites: RunSuites, record_reach: RecordReach | None = None
-                      ) -> Baseline:
+def _compute_baseline(task: Task, image_id: str, key: str, path: Path,  # noqa: PLR0913
+                      run_suites: RunSuites, record_reach: RecordReach | None = None,
+                      alongside: Alongside | None = None) -> Baseline:
     runs = task.config.baseline.runs
-    base = run_suites(None, runs)
     ref_patch = task.reference_patch.read_bytes() if task.reference_patch else None
-    ref = run_suites(ref_patch, runs) if ref_patch is not None else None
+    beside = (alongside(lambda: run_suites(ref_patch, runs))
+              if alongside is not None and ref_patch is not None else None)
+    try:
+        base = run_suites(None, runs)
+    finally:  # the base repo's error, if any, is raised once the other state's run ended
+        if beside is not None:
+            wait([beside])
+    if beside is not None:
+        ref = beside.result()
+    else:
+        ref = run_suites(ref_patch, runs) if ref_patch is not None else None
     known = set(task.config.tests.known_broken)
     suites = {s: classify(base[s], ref[s] if ref else None, known) for s in SUITES}
     validate(suites, ref is not None)

@@ -6,6 +6,7 @@ both measure tests exactly the same way.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import random
 import re
@@ -13,12 +14,18 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from proctor import cache_dirs
 from proctor.errors import ProctorError, TaskConfigError
 from proctor.file_lock import file_lock
+from proctor.harness.pipeline import slots
 from proctor.harness.pipeline.cancel import Cancelled
 from proctor.harness.pipeline.install import INSTALL_TIMEOUT_S, install_repo
 from proctor.harness.pipeline.workspace import (
@@ -321,12 +328,23 @@ def install_at_baseline(sb: Sandbox, task: Task, state: str) -> None:
 
 def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker",
                     mounts: tuple[tuple[str, str], ...] = ()):
-    """``run_suites(patch, runs)`` for :func:`proctor.suites.baseline.load_or_compute_baseline`:
-    one fresh sandbox per patch state, every suite run ``runs`` times in it.
+    """``(run_suites, record_reach)`` for
+    :func:`proctor.suites.baseline.load_or_compute_baseline`.
+
+    ``run_suites(patch, runs)``: one fresh sandbox per patch state (installed first with
+    ``install = true``, as the scored runs are), every suite run ``runs`` times in it. The
+    base repo's sandbox then runs each suite once more, recording which tests enter which
+    functions: the base repo's own code, so nothing untrusted ran there before, and one
+    sandbox (with its install) fewer than a sandbox of its own. ``record_reach()`` returns
+    that recording: suite -> :class:`~proctor.suites.reach.ReachMap`, None for a suite whose
+    run was not clean (a tampering finding or tripwire, which the base repo's own code
+    cannot cause, leaves no map to trust); None before the base repo's runs.
 
     Raises:
-        TaskConfigError: the reference patch does not apply.
+        TaskConfigError: the reference patch does not apply; an empty suite or a run that
+            did not collect (:func:`_check_baseline_run`); the repo does not install.
     """
+    recorded: dict[str, dict[str, ReachMap | None]] = {}
 
     def run_suites(patch: bytes | None, runs: int) -> dict[str, list[dict[str, str]]]:
         out: dict[str, list[dict[str, str]]] = {"public": [], "hidden": []}
@@ -339,42 +357,28 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
             state = "the base repo" if patch is None else "the reference patch"
             if task.config.install:
                 install_at_baseline(sb, task, state)
+            per_suite = task.config.timeouts.per_suite
             for _ in range(runs):
                 touched = [] if patch is None else list(parse_patch(
                     patch.decode("utf-8", "replace")).files)
-                req = SuiteRequest(task.config.timeouts.per_suite, touched)
+                req = SuiteRequest(per_suite, touched)
                 for run in (run_public(sb, task, req), run_hidden(sb, task, req)):
                     _check_baseline_run(task, run, state)
                     if run.suite == "hidden" and (patch is not None
                                                   or task.reference_patch is None):
                         _check_collected(task, run, state)
                     out[run.suite].append(run.outcomes)
+            if patch is None:
+                req = SuiteRequest(per_suite, [], record_reach=True)
+                traced = (run_public(sb, task, req), run_hidden(sb, task, req))
+                recorded["reach"] = {r.suite: None if r.tampered or r.tripwire else r.reach
+                                     for r in traced}
         return out
 
-    return run_suites
+    def record_reach() -> dict[str, ReachMap | None] | None:
+        return recorded.get("reach")
 
-
-def reach_recorder(task: Task, image: str, limits: Limits = Limits(), backend: str = "docker",
-                   mounts: tuple[tuple[str, str], ...] = ()):
-    """``record_reach()`` for :func:`proctor.suites.baseline.load_or_compute_baseline`: in a
-    fresh sandbox of the base repo (installed first with ``install = true``, as the scored
-    runs are), one run of each suite recording which tests enter which functions (suite ->
-    :class:`~proctor.suites.reach.ReachMap`, None for a suite whose run was not clean: a
-    tampering finding or tripwire, which the base repo's own code cannot cause, leaves no
-    map to trust)."""
-
-    def record_reach() -> dict[str, ReachMap | None]:
-        sb, _ = open_patched_sandbox(task, SandboxSpec(image, backend, limits, mounts=mounts),
-                                     None)
-        with sb:
-            if task.config.install:
-                install_at_baseline(sb, task, "the base repo")
-            per_suite = task.config.timeouts.per_suite
-            req = SuiteRequest(per_suite, [], record_reach=True)
-            runs = (run_public(sb, task, req), run_hidden(sb, task, req))
-        return {r.suite: None if r.tampered or r.tripwire else r.reach for r in runs}
-
-    return record_reach
+    return run_suites, record_reach
 
 
 def variant_calibrator(task: Task, image: str, limits: Limits = Limits(),
@@ -424,8 +428,8 @@ def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits
                   backend: str = "docker", refresh: bool = False,
                   mounts: tuple[tuple[str, str], ...] = ()) -> Baseline:
     """The task's baseline on the sandbox environment ``image`` (id ``image_id``): cached,
-    else computed (:func:`baseline_runner`, :func:`reach_recorder`; their sandboxes with
-    ``mounts``, e.g. :func:`task_bytecode`'s, which change no outcome) and cached. The one
+    else computed (:func:`baseline_runner`; its sandboxes with ``mounts``, e.g.
+    :func:`task_bytecode`'s, which change no outcome) and cached. The one
     way every caller (scoring, batches, ``proctor task check``) gets it, so each computes
     the same thing.
 
@@ -433,9 +437,27 @@ def task_baseline(task: Task, image: str, image_id: str, limits: Limits = Limits
         TaskConfigError: invalid task or baseline (no FAIL_TO_PASS test, ...).
         InfraError: a baseline sandbox failed.
     """
-    return load_or_compute_baseline(
-        task, image_id, baseline_runner(task, image, limits, backend, mounts), refresh,
-        reach_recorder(task, image, limits, backend, mounts))
+    run_suites, record_reach = baseline_runner(task, image, limits, backend, mounts)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return load_or_compute_baseline(task, image_id, run_suites, refresh, record_reach,
+                                        partial(_alongside, pool))
+
+
+def _alongside(pool: ThreadPoolExecutor, fn: Callable[[], Any]) -> Future | None:
+    """``fn()`` on ``pool``, in a copy of the caller's context (its cancel scope goes
+    along), holding a sandbox slot of its own until it returns; None when no slot is free
+    at once (the caller then runs ``fn`` in turn, as a score without overlap does)."""
+    held = ExitStack()
+    try:
+        held.enter_context(slots.acquire(timeout=0))
+    except slots.SlotTimeout:
+        return None
+
+    def run() -> Any:
+        with held:
+            return fn()
+
+    return pool.submit(contextvars.copy_context().run, run)
 
 
 def task_bytecode(task: Task, image: str, image_id: str, limits: Limits = Limits(),
