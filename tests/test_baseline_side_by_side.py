@@ -55,6 +55,13 @@ def fake_suites(calls: list, fail_base: bool = False):
     return run_suites
 
 
+def reached(reach) -> dict[str, dict[str, list[str]]]:
+    """suite -> function -> the tests that entered it, the tripwires left out (their names
+    are drawn anew for each run: ``::test_<hex>``)."""
+    return {suite: {fn: sorted(m.tests[i] for i in ids if not m.tests[i].startswith("::"))
+                    for fn, ids in m.reach.items()} for suite, m in reach.items()}
+
+
 def pool_alongside(pool):
     return lambda fn: pool.submit(fn)
 
@@ -120,21 +127,30 @@ def toolz_one_run(toolz_task, tmp_path):
 
 
 @pytest.mark.docker
-def test_a_baseline_takes_two_sandboxes_side_by_side(toolz_one_run, docker_ready,
-                                                    count_containers):
+def test_a_baseline_takes_two_sandboxes_side_by_side_and_is_the_same_computed_again(
+        toolz_one_run, docker_ready, count_containers, tmp_path, monkeypatch):
     from proctor.harness.pipeline import slots, task_baseline
+    from proctor.harness.pipeline.suites_in_sandbox import baseline_runner
     from proctor.sandbox import Limits, docker_client, resolve_image
 
     task, (tag, image_id) = toolz_one_run, resolve_image(docker_client())
     slots.reset_peak()
     with count_containers() as counter, slots.acquire():  # held, as a score's preparation
-        baseline = task_baseline(task, tag, image_id, Limits())
+        beside = task_baseline(task, tag, image_id, Limits())
     assert len(counter.created) == 2  # the base repo (with the reach run) and the reference
     assert slots.stats()["peak"] == 2  # the reference's sandbox took a second slot: at once
-    hidden = baseline.suites["hidden"]
+    hidden = beside.suites["hidden"]
     assert "toolz/tests/test_itertoolz.py::test_getter" in hidden.fail_to_pass
     assert len(hidden.fail_to_pass) == 6 and hidden.pass_to_pass
-    # the reach recorded in the base repo's sandbox, complete for both suites
-    assert baseline.reach is not None
+    # Computed again elsewhere (another cache, as on another machine), in turn: the same
+    # classification and the same reach maps. The maps depend on where each run's tripwire
+    # went among the tests; those draws come from the task, so both recordings are equal
+    # (with unpredictable draws, three recordings of this task gave three different maps).
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    run_suites, record_reach = baseline_runner(task, tag, Limits())
+    again = load_or_compute_baseline(task, image_id, run_suites, False, record_reach)
+    assert again.suites == beside.suites
+    assert beside.reach is not None and again.reach is not None
+    assert reached(again.reach) == reached(beside.reach)
     for suite in ("public", "hidden"):
-        assert "toolz/itertoolz.py::getter" in baseline.reach[suite].reach
+        assert "toolz/itertoolz.py::getter" in beside.reach[suite].reach

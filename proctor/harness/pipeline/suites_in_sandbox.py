@@ -335,7 +335,12 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
     ``install = true``, as the scored runs are), every suite run ``runs`` times in it. The
     base repo's sandbox then runs each suite once more, recording which tests enter which
     functions: the base repo's own code, so nothing untrusted ran there before, and one
-    sandbox (with its install) fewer than a sandbox of its own. ``record_reach()`` returns
+    sandbox (with its install) fewer than a sandbox of its own. Each run's draws (where its
+    tripwire goes among the tests) come from the task's fingerprint, the state and the
+    run's index (:func:`suite_rng`): on a machine that computes the baseline again, every
+    run is the same run, and so is the recording, which changes with the tripwire's place
+    (the toolz example: three recordings at random places, three different maps).
+    ``record_reach()`` returns
     that recording: suite -> :class:`~proctor.suites.reach.ReachMap`, None for a suite whose
     run was not clean (a tampering finding or tripwire, which the base repo's own code
     cannot cause, leaves no map to trust); None before the base repo's runs.
@@ -358,10 +363,11 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
             if task.config.install:
                 install_at_baseline(sb, task, state)
             per_suite = task.config.timeouts.per_suite
-            for _ in range(runs):
+            for i in range(runs):
                 touched = [] if patch is None else list(parse_patch(
                     patch.decode("utf-8", "replace")).files)
-                req = SuiteRequest(per_suite, touched)
+                req = SuiteRequest(per_suite, touched, suite_rng(task.fingerprint, "baseline",
+                                                                 state, str(i)))
                 for run in (run_public(sb, task, req), run_hidden(sb, task, req)):
                     _check_baseline_run(task, run, state)
                     if run.suite == "hidden" and (patch is not None
@@ -369,7 +375,8 @@ def baseline_runner(task: Task, image: str, limits: Limits = Limits(), backend: 
                         _check_collected(task, run, state)
                     out[run.suite].append(run.outcomes)
             if patch is None:
-                req = SuiteRequest(per_suite, [], record_reach=True)
+                req = SuiteRequest(per_suite, [], suite_rng(task.fingerprint, "reach"),
+                                   record_reach=True)
                 traced = (run_public(sb, task, req), run_hidden(sb, task, req))
                 recorded["reach"] = {r.suite: None if r.tampered or r.tripwire else r.reach
                                      for r in traced}
