@@ -296,7 +296,7 @@ def task_check(
     sandbox: str | None = typer.Option(None, help="Sandbox backend: docker or local."),
 ) -> None:
     """Compute (or load) the baseline and print the FAIL_TO_PASS / PASS_TO_PASS classification."""
-    from proctor.harness.pipeline import calibrate_task, task_baseline
+    from proctor.harness.pipeline import calibrate_task, slots, task_baseline
     from proctor.sandbox import check_required, choose_backend, resolve_env
     from proctor.task import load_task
 
@@ -307,8 +307,9 @@ def task_check(
                        loaded.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(backend, image, loaded.requirements)
         limits = loaded.config.limits.to_limits()
-        b = task_baseline(loaded, tag, image_id, limits, backend, refresh)
-        b = calibrate_task(loaded, b, tag, limits, backend)
+        with slots.acquire():  # its sandboxes count against the cap, as a score's do
+            b = task_baseline(loaded, tag, image_id, limits, backend, refresh)
+            b = calibrate_task(loaded, b, tag, limits, backend)
     except ProctorError as exc:
         err.print(f"[red]task invalid[/red]: {exc}" if isinstance(exc, TaskConfigError)
                   else f"[red]error[/red]: {exc}")

@@ -400,3 +400,37 @@ def test_the_row_s_own_names_win_over_aliases_and_numbers_are_text():
                      "PASS_TO_PASS": None, "test_patch": None}, 1).row
     assert got.FAIL_TO_PASS == ["own"] and got.extra == {"f2p": ["alias"]}
     assert got.version == "0.2" and got.PASS_TO_PASS == [] and got.test_patch == ""
+
+
+def test_the_checks_of_an_import_stay_within_the_sandbox_cap(rows, tmp_path, monkeypatch):
+    """Each check holds a sandbox slot while its sandboxes live: with a cap of 1, two jobs
+    check one task at a time (and the baseline's second sandbox finds no slot left over)."""
+    import threading
+    import time
+
+    import proctor.harness.pipeline as pipeline
+    import proctor.sandbox as sandbox
+    from proctor.errors import TaskConfigError
+    from proctor.harness.pipeline import slots
+
+    monkeypatch.setenv("PROCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(slots, "_max", 1)
+    monkeypatch.setattr(sandbox, "choose_backend", lambda backend: "docker")
+    monkeypatch.setattr(sandbox, "resolve_env", lambda *args: ("img", "sha256:img"))
+    lock, live, seen = threading.Lock(), [0], []
+
+    def fake_baseline(task, *args, **kwargs):
+        with lock:
+            live[0] += 1
+            seen.append((live[0], slots.stats()["in_use"]))
+        time.sleep(0.3)
+        with lock:
+            live[0] -= 1
+        raise TaskConfigError("no FAIL_TO_PASS test (a fake baseline)")
+
+    monkeypatch.setattr(pipeline, "task_baseline", fake_baseline)
+    rows_file = _write_jsonl(tmp_path / "rows.jsonl",
+                             [r.model_dump(mode="json") for r in rows[:2]])
+    outcomes = import_dataset(rows_file, DATA, tmp_path / "tasks", check=True, jobs=2)
+    assert len(outcomes) == 2 and all(o.agreement is not None for o in outcomes)
+    assert seen == [(1, 1), (1, 1)]  # one check at a time, each holding the one slot

@@ -139,7 +139,7 @@ def _check_one(outcome: Outcome, backend: str | None, image: str | None,
                calibrate: bool) -> Outcome:
     """The baseline of the outcome's task set against its row, and with ``calibrate`` the
     differential runs' calibration (``outcome`` updated)."""
-    from proctor.harness.pipeline import calibrate_task, task_baseline
+    from proctor.harness.pipeline import calibrate_task, slots, task_baseline
     from proctor.sandbox import check_required, choose_backend, resolve_env
     from proctor.task import load_task
 
@@ -150,17 +150,21 @@ def _check_one(outcome: Outcome, backend: str | None, image: str | None,
         check_required(chosen, task.config.limits.required, task.config.hidden_at_upstream_path)
         tag, image_id = resolve_env(chosen, image, task.requirements)
         limits = task.config.limits.to_limits()
-        baseline = task_baseline(task, tag, image_id, limits, chosen)
-        outcome.baseline = baseline
-        outcome.agreement = compare(outcome.row, baseline)
-        if outcome.agreement.missing:
-            shown = ", ".join(outcome.agreement.missing[:3])
-            more = len(outcome.agreement.missing) - 3
-            outcome.status = "error"
-            outcome.cause = (f"FAIL_TO_PASS names tests that do not exist here: {shown}"
-                             + (f" and {more} more" if more > 0 else ""))
-        elif calibrate and baseline.has_reference:
-            outcome.baseline = calibrate_task(task, baseline, tag, limits, chosen)
+        # a slot held while its sandboxes live, as a batch's task preparation holds one:
+        # ``jobs`` checks at once stay within the sandbox cap, and the baseline's second
+        # sandbox runs beside the first only when a slot is left over
+        with slots.acquire():
+            baseline = task_baseline(task, tag, image_id, limits, chosen)
+            outcome.baseline = baseline
+            outcome.agreement = compare(outcome.row, baseline)
+            if outcome.agreement.missing:
+                shown = ", ".join(outcome.agreement.missing[:3])
+                more = len(outcome.agreement.missing) - 3
+                outcome.status = "error"
+                outcome.cause = (f"FAIL_TO_PASS names tests that do not exist here: {shown}"
+                                 + (f" and {more} more" if more > 0 else ""))
+            elif calibrate and baseline.has_reference:
+                outcome.baseline = calibrate_task(task, baseline, tag, limits, chosen)
     except TaskConfigError as exc:
         if "no FAIL_TO_PASS test" not in str(exc):
             outcome.status, outcome.cause = "error", f"task check: {one_line(str(exc))}"
