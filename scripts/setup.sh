@@ -33,5 +33,10 @@ if [ "$installed" != "$(pwd -P)" ] || [ ! -f .proctor-installed ] \
   touch .proctor-installed
 fi
 
+# Proctor's bytecode, written here once (compileall skips what is up to date): where the
+# environment sets PYTHONDONTWRITEBYTECODE (or the checkout is read-only), every process
+# that imports Proctor (each `proctor` command, Ray worker, test subprocess) would otherwise
+# compile its modules from source again (~0.12 s of CPU for `proctor score`'s imports).
+python3 -m compileall -q proctor >/dev/null
 python3 -m proctor image build >/dev/null
 echo "[setup] ready: sandbox image $(python3 -m proctor image build 2>/dev/null)" >&2
